@@ -1,0 +1,219 @@
+"""Run artifacts: one directory per run with ``manifest.json`` + ``records.parquet`` (paper §3.2).
+
+The manifest is a versioned pydantic model; bump ``SCHEMA_VERSION`` when its shape changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field
+
+from omnieval._schema import Record
+
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+RECORDS = "records.parquet"
+CHECKPOINT = "records.partial.jsonl"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelProvenance(_Model):
+    name: str
+    """Suite model name."""
+    engine: str
+    """Engine backend name."""
+    engine_version: str | None = None
+    """Engine version (llama.cpp build, vLLM version, ...)."""
+    path: str | None = None
+    """Resolved local weights path."""
+    sha256: str | None = None
+    """sha256 of the weights file (GGUF) or None for remote endpoints."""
+    source: dict[str, Any] = Field(default_factory=dict)
+    """Where the weights came from (pypi package/version, hub repo/revision, path)."""
+
+
+class BenchmarkProvenance(_Model):
+    name: str
+    """Benchmark name."""
+    version: str
+    """Benchmark definition version."""
+    framework: str = "builtin"
+    """Evaluation framework that defined the benchmark."""
+    modality: str = "text"
+    """text | image | video | audio."""
+    task_type: str = ""
+    """Task type (mc, math, qa, asr, ...)."""
+    data_path: str | None = None
+    """Data file used."""
+    data_sha256: str | None = None
+    """sha256 of the data file."""
+    num_samples: int = 0
+    """Samples evaluated."""
+    prompt_template: str = ""
+    """Prompt template (Python format string over the sample fields)."""
+    system_prompt: str | None = None
+    """System prompt, if any."""
+    postprocessor: str = "identity"
+    """Postprocessor name."""
+    metrics: list[dict[str, Any]] = Field(default_factory=list)
+    """Metric specs (name, settings)."""
+    generation: dict[str, Any] = Field(default_factory=dict)
+    """Generation options used for the benchmark."""
+
+
+class ScoreRow(_Model):
+    model: str
+    """Suite model name."""
+    benchmark: str
+    """Benchmark name."""
+    metric: str
+    """Metric name (``verifier`` for the verifier score)."""
+    value: float | None
+    """Aggregate value on 0–100; None when no sample could be scored."""
+    num_samples: int
+    """Samples in the benchmark."""
+    num_errors: int = 0
+    """Samples that ended with a per-sample error."""
+    engine: str = ""
+    """Inference engine."""
+    framework: str = "builtin"
+    """Evaluation framework."""
+    modality: str = "text"
+    """Modality of the benchmark."""
+
+
+class RunManifest(_Model):
+    schema_version: int = SCHEMA_VERSION
+    """Artifact format version."""
+    run_id: str
+    """Unique run id (also the directory name)."""
+    suite_name: str
+    """Suite name from the config."""
+    status: Literal["running", "completed", "failed", "interrupted"] = "running"
+    """Run state; a resumable run is ``running`` or ``interrupted``."""
+    error: str | None = None
+    """Fatal error message for a failed run."""
+    created: str
+    """ISO time the run started."""
+    config: dict[str, Any]
+    """Full resolved suite config (re-runnable)."""
+    config_path: str | None = None
+    """Path of the YAML the run was started from."""
+    models: list[ModelProvenance] = Field(default_factory=list)
+    """Models and weights."""
+    benchmarks: list[BenchmarkProvenance] = Field(default_factory=list)
+    """Benchmarks, data and prompts."""
+    packages: dict[str, str] = Field(default_factory=dict)
+    """Versions of the packages that affect results."""
+    git_commit: str | None = None
+    """omnieval source commit, when run from a checkout."""
+    ray_version: str | None = None
+    """Ray version."""
+    hostnames: list[str] = Field(default_factory=list)
+    """Hosts of the Ray cluster nodes."""
+    timings: dict[str, float] = Field(default_factory=dict)
+    """Wall-clock seconds per phase."""
+    throughput: dict[str, float] = Field(default_factory=dict)
+    """Output tokens/s and requests/s of the inference phase."""
+    scores: list[ScoreRow] = Field(default_factory=list)
+    """Final aggregate scores."""
+
+
+def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
+    """Atomic write: a crash mid-write never leaves a truncated manifest."""
+    tmp = run_dir / (MANIFEST + ".tmp")
+    tmp.write_text(manifest.model_dump_json(indent=2))
+    os.replace(tmp, run_dir / MANIFEST)
+
+
+def read_manifest(run_dir: Path) -> RunManifest:
+    path = Path(run_dir) / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no manifest.json; is {run_dir} an omnieval run directory?")
+    return RunManifest.model_validate_json(path.read_text())
+
+
+_RECORD_SCHEMA = pa.schema(
+    [
+        ("model", pa.string()),
+        ("benchmark", pa.string()),
+        ("index", pa.int64()),
+        ("prediction", pa.string()),
+        ("prediction_postprocessed", pa.string()),
+        ("label", pa.string()),
+        ("error_kind", pa.string()),
+        ("latency", pa.float64()),
+        ("metrics", pa.string()),
+        ("record", pa.string()),
+    ]
+)
+
+
+def write_records(run_dir: Path, records: list[Record]) -> Path:
+    """Every Record, lossless in the ``record`` JSON column, with flat columns for quick queries."""
+    cols: dict[str, list[Any]] = {f.name: [] for f in _RECORD_SCHEMA}
+    for r in sorted(records, key=lambda r: r.key):
+        cols["model"].append(r.model)
+        cols["benchmark"].append(r.benchmark)
+        cols["index"].append(r.index)
+        cols["prediction"].append(r.prediction)
+        cols["prediction_postprocessed"].append(r.prediction_postprocessed)
+        cols["label"].append(json.dumps(r.label))
+        cols["error_kind"].append(r.error.kind if r.error else None)
+        cols["latency"].append(r.latency)
+        cols["metrics"].append(json.dumps(r.metrics))
+        cols["record"].append(r.model_dump_json())
+    table = pa.table(cols, schema=_RECORD_SCHEMA)
+    tmp = run_dir / (RECORDS + ".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, run_dir / RECORDS)
+    return run_dir / RECORDS
+
+
+def read_records(run_dir: Path) -> list[Record]:
+    table = pq.read_table(Path(run_dir) / RECORDS, columns=["record"])
+    return [Record.model_validate_json(s) for s in table.column("record").to_pylist()]
+
+
+def read_checkpoint(run_dir: Path) -> list[Record]:
+    """Records persisted during a run (before scoring); a torn last line from a crash is skipped."""
+    path = Path(run_dir) / CHECKPOINT
+    if not path.is_file():
+        return []
+    out: list[Record] = []
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            out.append(Record.model_validate_json(line))
+        except ValueError:
+            if i == len(lines) - 1:  # torn final write
+                continue
+            raise
+    return out
+
+
+class CheckpointWriter:
+    """Appends each finished Record as one JSON line, flushed and fsynced, before it is scored."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self._f = open(Path(run_dir) / CHECKPOINT, "a", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, records: list[Record]) -> None:
+        for r in records:
+            self._f.write(r.model_dump_json() + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()

@@ -1,0 +1,49 @@
+"""``omnieval run``: load, run, print the score table and the artifact path."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from omnieval._artifacts import RunManifest
+from omnieval._config import ConfigError, load_suite
+
+
+def score_table(manifest: RunManifest) -> Table:
+    t = Table(title=f"{manifest.suite_name} · {manifest.run_id}")
+    for col in ("model", "benchmark", "metric", "value", "samples", "errors"):
+        t.add_column(col, justify="right" if col in ("value", "samples", "errors") else "left")
+    for s in manifest.scores:
+        value = "n/a" if s.value is None else f"{s.value:.2f}"
+        t.add_row(s.model, s.benchmark, s.metric, value, str(s.num_samples), str(s.num_errors))
+    return t
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from omnieval._runner import run_suite
+
+    if args.resume:
+        result = run_suite(None, resume_dir=args.resume, show_progress=not args.no_progress, keep_pool=args.keep_pool)  # type: ignore[arg-type]
+    else:
+        if not args.suite:
+            raise ConfigError("omnieval run: give a suite YAML, or --resume ARTIFACT_DIR")
+        suite = load_suite(args.suite)
+        result = run_suite(
+            suite, config_path=args.suite, output_dir=args.output_dir, show_progress=not args.no_progress,
+            keep_pool=args.keep_pool,
+        )  # fmt: skip
+    console = Console()
+    console.print(score_table(result.manifest))
+    tp = result.manifest.throughput
+    console.print(
+        f"inference {result.manifest.timings.get('inference_s', 0):.1f}s · "
+        f"{tp.get('output_tokens_per_s', 0):.1f} output tok/s · {tp.get('requests_per_s', 0):.2f} req/s"
+    )
+    print(f"artifact: {result.run_dir}", file=sys.stdout)
+    errors = {(s.model, s.benchmark): s.num_errors for s in result.manifest.scores}
+    if any(errors.values()):
+        print(f"warning: {sum(errors.values())} samples ended with an error (kept in records.parquet)", file=sys.stderr)
+    return 0

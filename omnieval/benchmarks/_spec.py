@@ -1,0 +1,105 @@
+"""A benchmark definition: data, prompts, postprocessor and metrics, frozen so the manifest can record it."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from omnieval._schema import GenerationOptions, Message, Record
+
+DATA_DIR = Path(__file__).parent / "data"
+
+Modality = Literal["text", "image", "video", "audio"]
+
+
+class MetricSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    """Registered metric name."""
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """Metric settings (recorded in the manifest)."""
+
+
+class BenchmarkSpec(BaseModel):
+    """How to turn a data file into Records and how to score them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    """Registry name."""
+    version: str
+    """Bump when data, prompt or scoring changes."""
+    modality: Modality = "text"
+    """Input modality."""
+    task_type: str
+    """Task type; selects shared postprocessors/metrics (mc, math, qa, asr, ...)."""
+    framework: str = "builtin"
+    """Framework that defines it."""
+    data_file: str
+    """Data file, relative to the package data dir or absolute."""
+    loader: str
+    """``module:function`` turning (spec, rows) into sample dicts with ``fields``/``label``/``options``/``meta``."""
+    prompt_template: str
+    """Benchmark-specific (native) prompt; ``str.format`` over the sample fields."""
+    uniform_prompt_template: str
+    """Uniform prompt used for cross-framework comparison (paper Table 9)."""
+    system_prompt: str | None = None
+    """System message, if any."""
+    postprocessor: str = "strip"
+    """Registered postprocessor name."""
+    metrics: tuple[MetricSpec, ...]
+    """Native metrics; the first is the headline metric."""
+    generation: dict[str, Any] = Field(default_factory=dict)
+    """Generation overrides (e.g. max_tokens)."""
+    description: str = ""
+    """One line for ``omnieval list``."""
+
+    @property
+    def data_path(self) -> Path:
+        p = Path(self.data_file)
+        return p if p.is_absolute() else DATA_DIR / p
+
+    def data_sha256(self) -> str:
+        return hashlib.sha256(self.data_path.read_bytes()).hexdigest()
+
+    def records(
+        self,
+        *,
+        model: str,
+        generation: GenerationOptions,
+        limit: int | None = None,
+        prompt: Literal["native", "uniform"] = "native",
+        overrides: dict[str, Any] | None = None,
+    ) -> list[Record]:
+        from omnieval._registry import import_target
+
+        load: Callable[[BenchmarkSpec], list[dict[str, Any]]] = import_target(self.loader)
+        samples = load(self)
+        if limit is not None:
+            samples = samples[:limit]
+        gen = generation.model_copy(update={**self.generation, **(overrides or {})})
+        template = self.prompt_template if prompt == "native" else self.uniform_prompt_template
+        out = []
+        for i, s in enumerate(samples):
+            messages = []
+            if self.system_prompt and prompt == "native":
+                messages.append(Message.text("system", self.system_prompt))
+            messages.append(Message.text("user", template.format(**s["fields"])))
+            out.append(
+                Record(
+                    benchmark=self.name,
+                    index=i,
+                    model=model,
+                    sample_id=s.get("id"),
+                    messages=messages,
+                    generation_options=gen,
+                    label=s["label"],
+                    options=s.get("options"),
+                    meta={**s.get("meta", {}), "prompt": prompt},
+                )
+            )
+        return out

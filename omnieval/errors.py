@@ -1,0 +1,47 @@
+"""Error taxonomy: recoverable request failures vs fatal replica death vs user errors.
+
+The dispatcher retries ``RequestFailed`` on another replica, evicts and replaces a replica on ``ReplicaDead``, and
+never retries ``OmnievalUserError`` (bad config, missing file): those reach the CLI as one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+
+class OmnievalError(Exception):
+    """Base class."""
+
+    exit_code = 1
+
+
+class OmnievalUserError(OmnievalError):
+    """Bad input the user can fix (config, paths, missing extras); the message says what, where and how."""
+
+    exit_code = 2
+
+
+class MissingDependencyError(OmnievalUserError):
+    """An optional extra is not installed."""
+
+    def __init__(self, feature: str, pip_line: str) -> None:
+        super().__init__(f"{feature} needs an optional dependency; install it with: {pip_line}")
+
+
+class RequestFailed(OmnievalError):
+    """One request failed (timeout, HTTP 5xx, bad output); recoverable on this or another replica."""
+
+    def __init__(self, message: str, *, replica_id: str | None = None, timeout: bool = False) -> None:
+        super().__init__(message)
+        self.replica_id = replica_id
+        self.timeout = timeout
+
+
+class ReplicaDead(OmnievalError):
+    """The replica's engine is gone (process exited, actor died); it must be evicted and replaced."""
+
+    def __init__(self, message: str, *, replica_id: str | None = None) -> None:
+        super().__init__(message)
+        self.replica_id = replica_id
+
+
+class PlacementError(OmnievalUserError):
+    """No node can host a replica; raised at once instead of waiting forever for resources."""

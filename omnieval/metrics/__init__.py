@@ -1,0 +1,32 @@
+"""Shared metrics: one implementation per task type, used by every framework's benchmarks.
+
+Metrics are registered by ``"module:Class"`` string so a Ray worker resolves a name without the driver's imports,
+and so importing this package does not import jiwer or sacrebleu until a metric that needs them is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omnieval._registry import Registry
+from omnieval.metrics._base import Metric
+
+METRICS: Registry[type[Metric]] = Registry("metric")
+for _name, _target in {
+    "exact_match": "omnieval.metrics._exact_match:ExactMatch",
+    "anls": "omnieval.metrics._anls:ANLS",
+    "wer": "omnieval.metrics._wer:WER",
+    "bleu": "omnieval.metrics._bleu:BLEU",
+    "chrf": "omnieval.metrics._chrf:CHRF",
+}.items():
+    METRICS.register(_name, _target)
+del _name, _target
+
+
+def make_metric(name: str, **settings: Any) -> Metric:
+    """Instantiate a registered metric; unknown names raise ``UnknownNameError`` with "Did you mean" suggestions and
+    unknown settings raise ``TypeError``."""
+    return METRICS.get(name)(**settings)
+
+
+__all__ = ["METRICS", "Metric", "make_metric"]

@@ -1,0 +1,38 @@
+"""The ``Metric`` seam: per-sample scores plus an aggregate, every aggregate on a 0–100 scale."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from omnieval._schema import Record
+
+
+class Metric(ABC):
+    """A metric shared by every framework that defines a benchmark of its task type.
+
+    ``score`` gives a per-sample value stored in ``Record.metrics``; ``aggregate`` turns a benchmark's samples into
+    one number on a 0–100 scale (WER and BLEU are corpus-level, so they recompute from all samples rather than
+    averaging per-sample values). ``settings`` are recorded in the run manifest so a rerun uses the same ones.
+    """
+
+    name: ClassVar[str]
+    higher_is_better: ClassVar[bool] = True
+
+    def __init__(self, **settings: Any) -> None:
+        self.settings = settings
+
+    @abstractmethod
+    def score(self, prediction: str | None, reference: Any, record: Record | None = None) -> float:
+        """Per-sample value; ``prediction`` is None when postprocessing extracted nothing."""
+
+    def aggregate(self, records: list[Record], predictions: list[str | None], references: list[Any]) -> float:
+        """Benchmark-level value on 0–100; the default is the mean per-sample score × 100."""
+        if not predictions:
+            return float("nan")
+        return 100.0 * sum(self.score(p, r, rec) for p, r, rec in zip(predictions, references, records, strict=True)) / len(
+            predictions
+        )
+
+    def spec(self) -> dict[str, Any]:
+        return {"name": self.name, "settings": self.settings, "higher_is_better": self.higher_is_better}

@@ -1,0 +1,80 @@
+"""Evaluation client actors: take chunks of Records, keep replicas saturated, return completed Records."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import ray
+
+from omnieval._config import PoolConfig
+from omnieval._schema import Output, Record, RecordError, TextOutput, Usage
+from omnieval.errors import RequestFailed
+from pool._dispatch import Dispatcher
+from schedulers import RoutingRequest
+from serving._messages import prompt_text, to_openai
+from serving._types import GenerationRequest
+
+MAX_OUTPUT_CHARS = 1_000_000
+"""Longer generations are truncated and flagged; a runaway engine must not blow up the artifact."""
+
+
+def _error_kind(e: BaseException) -> str:
+    if isinstance(e, RequestFailed):
+        return "timeout" if e.timeout else "request_failed"
+    return "replica_dead"
+
+
+@ray.remote(num_cpus=0)
+class EvalClient:
+    """Async actor; concurrent ``run`` calls share one dispatcher per model, so caps hold across chunks."""
+
+    def __init__(self, controller: Any, pool_cfg: dict[str, Any], seed: int = 0, client_id: int = 0) -> None:
+        self.controller = controller
+        self.cfg = PoolConfig.model_validate(pool_cfg)
+        self.seed = seed * 1000 + client_id
+        self.client_id = client_id
+        self._dispatchers: dict[str, Dispatcher] = {}
+
+    def _dispatcher(self, model: str) -> Dispatcher:
+        if model not in self._dispatchers:
+            self._dispatchers[model] = Dispatcher(model, self.controller, self.cfg, seed=self.seed)
+        return self._dispatchers[model]
+
+    async def _one(self, rec: Record) -> Record:
+        d = self._dispatcher(rec.model)
+        messages = to_openai(rec.messages)
+        req = GenerationRequest(
+            request_id=f"{rec.model}/{rec.benchmark}/{rec.index}", messages=messages, options=rec.generation_options
+        )
+        routing = RoutingRequest(model=rec.model, prompt_text=prompt_text(messages), est_tokens=rec.generation_options.max_tokens)
+        t0 = time.monotonic()
+        try:
+            res, attempts = await d.submit(req, routing)
+        except Exception as e:  # noqa: BLE001 - any exhausted failure is recorded on the sample, never dropped
+            cause = getattr(e, "cause", None) or e
+            rec.error = RecordError(kind=_error_kind(cause), message=str(cause)[:2000], attempts=self.cfg.max_retries + 1)  # type: ignore[arg-type]
+            rec.latency = time.monotonic() - t0
+            return rec
+        text = res.text
+        if len(text) > MAX_OUTPUT_CHARS:
+            text = text[:MAX_OUTPUT_CHARS]
+            rec.meta["truncated_output"] = True
+        rec.output = Output(
+            text=TextOutput(prediction=[text]),
+            reasoning_content=res.reasoning_content,
+            finish_reason=res.finish_reason,
+            usage=Usage(prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens),
+            replica=res.replica_id,
+        )
+        rec.latency = time.monotonic() - t0
+        if attempts > 1:
+            rec.meta["attempts"] = attempts
+        return rec
+
+    async def run(self, records: list[Record]) -> list[Record]:
+        return list(await asyncio.gather(*(self._one(r) for r in records)))
+
+    def dispatch_stats(self) -> dict[str, dict[str, int]]:
+        return {m: dict(d.stats) for m, d in self._dispatchers.items()}

@@ -1,0 +1,27 @@
+"""Engine backends and the Ray Serve deployment that hosts them."""
+
+from __future__ import annotations
+
+from omnieval._registry import Registry
+from serving._engine import Engine
+from serving._llamacpp_bin import LLAMACPP_VERSION, build_llama_server, find_llama_server
+from serving._models import cache_dir, file_sha256, resolve_model
+from serving._types import EngineStats, GenerationRequest, GenerationResult
+
+ENGINES: Registry[type[Engine]] = Registry("engine")
+ENGINES.register("llamacpp", "serving._llamacpp:LlamaCppEngine")
+ENGINES.register("openai", "serving._openai:OpenAIEngine")
+
+__all__ = [
+    "ENGINES",
+    "LLAMACPP_VERSION",
+    "Engine",
+    "EngineStats",
+    "GenerationRequest",
+    "GenerationResult",
+    "build_llama_server",
+    "cache_dir",
+    "file_sha256",
+    "find_llama_server",
+    "resolve_model",
+]

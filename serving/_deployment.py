@@ -1,0 +1,91 @@
+"""The Ray Serve deployment that wraps any ``Engine``: one Serve application per pool replica.
+
+One app per replica (rather than one deployment with N replicas and Serve's own router) lets the pool choose the
+replica per request with its own policies, health filter and circuit breaker, and add or drop single replicas.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from ray import serve
+
+from omnieval._registry import import_target
+from serving._types import EngineStats, GenerationRequest, GenerationResult
+
+log = logging.getLogger("omnieval.serving")
+
+
+class EngineSpec(BaseModel):
+    """Everything a replica needs to build its engine, shipped by value (resolvable inside any Ray worker)."""
+
+    model_config = ConfigDict(extra="forbid")
+    replica_id: str
+    """Pool-unique replica id; also the Serve app name."""
+    model: str
+    """Suite model name."""
+    engine: str
+    """Engine name in ``serving.ENGINES``."""
+    engine_target: str
+    """``module:Class`` of the engine."""
+    source: dict[str, Any]
+    """Model source (pypi/path/hf/endpoint) as a dict."""
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Pass-through engine options."""
+
+
+@serve.deployment(
+    max_ongoing_requests=4096,  # the engine queues; the pool's in-flight cap is the real limit
+    health_check_period_s=5,
+    health_check_timeout_s=30,
+    graceful_shutdown_timeout_s=20,
+)
+class EngineReplica:
+    async def __init__(self, spec: dict[str, Any]) -> None:
+        import ray
+
+        from omnieval._config import ModelConfig
+        from serving._models import file_sha256, resolve_model
+
+        self.spec = EngineSpec.model_validate(spec)
+        source = ModelConfig.model_validate(
+            {"name": self.spec.model, "source": self.spec.source, "engine": self.spec.engine}
+        ).source
+        engine_cls = import_target(self.spec.engine_target)
+        kwargs = dict(self.spec.engine_kwargs)
+        path = resolve_model(source)
+        if source.kind == "endpoint":
+            kwargs.update(base_url=source.base_url, served_model_name=source.served_model_name, api_key_env=source.api_key_env)
+        else:
+            kwargs["model_path"] = str(path)
+        self.engine = engine_cls(replica_id=self.spec.replica_id, model=self.spec.model, **kwargs)
+        await self.engine.start()
+        self._node_id = ray.get_runtime_context().get_node_id()
+        self._path = str(path) if path else None
+        self._sha = file_sha256(path) if path and path.is_file() else None
+        log.info("replica %s ready on node %s", self.spec.replica_id, self._node_id)
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        return await self.engine.generate(request)
+
+    async def stats(self) -> EngineStats:
+        s = self.engine.stats()
+        s.node_id = self._node_id
+        s.engine_version = self.engine.version()
+        s.model_path = self._path
+        s.model_sha256 = self._sha
+        s.healthy = await self.engine.check_health()
+        return s
+
+    async def pid(self) -> int | None:
+        """PID of the engine's server process (for failure-injection tests and ops)."""
+        return getattr(self.engine, "pid", None)
+
+    async def check_health(self) -> None:
+        if not await self.engine.check_health():
+            raise RuntimeError(f"engine of replica {self.spec.replica_id} is unhealthy")
+
+    async def __del__(self) -> None:
+        await self.engine.shutdown()

@@ -1,0 +1,90 @@
+"""The ``Engine`` seam every backend implements (llama.cpp, vLLM, SGLang, transformers, external OpenAI server).
+
+Errors: ``generate`` raises ``RequestFailed`` for a recoverable per-request failure and ``ReplicaDead`` when the
+engine itself is gone; the pool retries the first and replaces the replica on the second.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from serving._types import EngineStats, GenerationRequest, GenerationResult
+
+
+class Engine(ABC):
+    """Lifecycle: ``start`` → many concurrent ``generate`` → ``shutdown``; ``check_health`` may run any time."""
+
+    name: ClassVar[str]
+    slots: int = 1
+
+    def __init__(self, *, replica_id: str, model: str) -> None:
+        self._stats = EngineStats(replica_id=replica_id, engine=self.name, model=model)
+        self._busy_since: float | None = None
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Load the model / launch the server; return only when it can serve."""
+
+    @abstractmethod
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """Serve one request; many run concurrently and the engine batches them."""
+
+    async def check_health(self) -> bool:
+        return True
+
+    async def shutdown(self) -> None:
+        return None
+
+    def version(self) -> str | None:
+        return None
+
+    def stats(self) -> EngineStats:
+        s = self._stats.model_copy()
+        s.slots = self.slots
+        s.queue_depth = max(0, s.in_flight - self.slots)
+        if self._busy_since is not None:
+            s.busy_s += time.monotonic() - self._busy_since
+        return s
+
+    @contextmanager
+    def _track(self) -> Iterator[None]:
+        """Count in-flight requests and busy time around a request."""
+        st = self._stats
+        if st.in_flight == 0:
+            self._busy_since = time.monotonic()
+        st.in_flight += 1
+        try:
+            yield
+        except BaseException:
+            st.failed += 1
+            raise
+        else:
+            st.completed += 1
+        finally:
+            st.in_flight -= 1
+            if st.in_flight == 0 and self._busy_since is not None:
+                st.busy_s += time.monotonic() - self._busy_since
+                self._busy_since = None
+
+    def _account(self, result: GenerationResult) -> GenerationResult:
+        self._stats.output_tokens += result.completion_tokens
+        result.replica_id = self._stats.replica_id
+        return result
+
+
+def engine_kwargs_error(engine: str, unknown: set[str], allowed: set[str]) -> str:
+    return f"engine {engine!r}: unknown engine_kwargs {sorted(unknown)}; allowed: {sorted(allowed)}"
+
+
+def pop_known(kwargs: dict[str, Any], engine: str, allowed: dict[str, Any]) -> dict[str, Any]:
+    """Defaults overlaid with ``kwargs``; an unknown key is a user error, never silently dropped."""
+    from omnieval.errors import OmnievalUserError
+
+    unknown = set(kwargs) - set(allowed)
+    if unknown:
+        raise OmnievalUserError(engine_kwargs_error(engine, unknown, set(allowed)))
+    return {**allowed, **kwargs}

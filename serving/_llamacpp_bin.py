@@ -1,0 +1,45 @@
+"""Locate (or build once) the llama-server binary; cached per llama.cpp version and CPU architecture."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+from omnieval.errors import OmnievalUserError
+
+LLAMACPP_VERSION = "0.3.36"  # llama-cpp-python sdist whose vendored llama.cpp we build
+BUILD_SCRIPT = Path(__file__).with_name("build_llama_server.sh")
+
+
+def cached_binary() -> Path:
+    cache = Path(os.environ.get("OMNIEVAL_CACHE", Path.home() / ".cache" / "omnieval"))
+    return cache / "llama-server" / f"{LLAMACPP_VERSION}-{platform.machine()}" / "llama-server"
+
+
+def find_llama_server() -> Path:
+    """``OMNIEVAL_LLAMA_SERVER``, then the omnieval cache, then ``PATH``."""
+    env = os.environ.get("OMNIEVAL_LLAMA_SERVER")
+    if env:
+        p = Path(env)
+        if not os.access(p, os.X_OK):
+            raise OmnievalUserError(f"OMNIEVAL_LLAMA_SERVER={env} is not an executable; unset it or fix the path")
+        return p
+    cached = cached_binary()
+    if os.access(cached, os.X_OK):
+        return cached
+    found = shutil.which("llama-server")
+    if found:
+        return Path(found)
+    raise OmnievalUserError(
+        "llama-server not found; build it once with `omnieval setup llamacpp` (or `make setup`), "
+        "or set OMNIEVAL_LLAMA_SERVER to an existing binary"
+    )
+
+
+def build_llama_server() -> Path:
+    env = {**os.environ, "OMNIEVAL_LLAMACPP_VERSION": LLAMACPP_VERSION}
+    out = subprocess.run(["bash", str(BUILD_SCRIPT)], env=env, check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])

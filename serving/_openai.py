@@ -1,0 +1,126 @@
+"""An external OpenAI-compatible server (vLLM, SGLang, llama-server, ...) as a pool engine."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, ClassVar
+
+import httpx
+
+from omnieval.errors import ReplicaDead, RequestFailed
+from serving._engine import Engine, pop_known
+from serving._types import GenerationRequest, GenerationResult
+
+_DEFAULTS: dict[str, Any] = {"timeout_s": 300.0, "slots": 8, "max_connections": 256}
+
+
+def _decode_text(raw: Any) -> str:
+    if raw is None:
+        return ""
+    if not isinstance(raw, str):
+        raise RequestFailed(f"engine returned non-text content of type {type(raw).__name__}")
+    return raw
+
+
+class OpenAIEngine(Engine):
+    """Talks ``/v1/chat/completions``; the server does the batching, we only keep many requests in flight."""
+
+    name: ClassVar[str] = "openai"
+
+    def __init__(
+        self,
+        *,
+        replica_id: str,
+        model: str,
+        base_url: str,
+        served_model_name: str | None = None,
+        api_key_env: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(replica_id=replica_id, model=model)
+        opts = pop_known(kwargs, self.name, _DEFAULTS)
+        self.base_url = base_url.rstrip("/")
+        self.served_model_name = served_model_name or model
+        self.slots = int(opts["slots"])
+        self.timeout_s = float(opts["timeout_s"])
+        self._api_key = os.environ.get(api_key_env, "") if api_key_env else ""
+        self._max_connections = int(opts["max_connections"])
+        self._client: httpx.AsyncClient | None = None
+        self._server_version: str | None = None
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    async def start(self) -> None:
+        limits = httpx.Limits(max_connections=self._max_connections, max_keepalive_connections=self._max_connections)
+        self._client = httpx.AsyncClient(
+            base_url=self.base_url, timeout=self.timeout_s, limits=limits, headers=self._headers()
+        )
+        try:
+            r = await self._client.get("/models", timeout=10.0)
+            r.raise_for_status()
+        except (httpx.HTTPError, OSError) as e:
+            raise ReplicaDead(f"endpoint {self.base_url} is unreachable ({e!r}); is the server running?") from None
+
+    async def check_health(self) -> bool:
+        assert self._client is not None
+        try:
+            r = await self._client.get("/models", timeout=5.0)
+            return r.status_code == 200
+        except (httpx.HTTPError, OSError):
+            return False
+
+    def _payload(self, req: GenerationRequest) -> dict[str, Any]:
+        o = req.options
+        body: dict[str, Any] = {
+            "model": self.served_model_name,
+            "messages": req.messages,
+            "temperature": o.temperature,
+            "top_p": o.top_p,
+            "max_tokens": o.max_tokens,
+        }
+        if o.stop:
+            body["stop"] = o.stop
+        if o.seed is not None:
+            body["seed"] = o.seed
+        return body
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        if self._client is None:
+            raise ReplicaDead("engine not started", replica_id=self._stats.replica_id)
+        t0 = time.monotonic()
+        with self._track():
+            try:
+                r = await self._client.post("/chat/completions", json=self._payload(request))
+            except httpx.TimeoutException:
+                raise RequestFailed(f"timeout after {self.timeout_s}s", timeout=True) from None
+            except (httpx.ConnectError, httpx.RemoteProtocolError) as e:
+                if not await self.check_health():
+                    raise ReplicaDead(f"{self.base_url} stopped answering: {e!r}") from None
+                raise RequestFailed(f"connection error: {e!r}") from None
+            if r.status_code >= 400:
+                raise RequestFailed(f"HTTP {r.status_code}: {r.text[:300]}")
+            try:
+                data = r.json()
+                choice = data["choices"][0]
+                msg = choice.get("message") or {}
+                text = _decode_text(msg.get("content"))
+            except (ValueError, KeyError, IndexError, TypeError) as e:
+                raise RequestFailed(f"malformed response ({e!r}): {r.text[:200]!r}") from None
+            usage = data.get("usage") or {}
+            result = GenerationResult(
+                request_id=request.request_id,
+                text=text,
+                reasoning_content=msg.get("reasoning_content"),
+                finish_reason=choice.get("finish_reason"),
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                engine_latency_s=time.monotonic() - t0,
+            )
+        return self._account(result)
+
+    async def shutdown(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None

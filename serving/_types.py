@@ -1,0 +1,81 @@
+"""Typed messages between client actors and replicas (never bare dicts or tuples)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from omnieval._schema import GenerationOptions
+
+
+class GenerationRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    request_id: str
+    """Unique id (model/benchmark/index/attempt) used in logs and for exactly-once accounting."""
+    messages: list[dict[str, Any]]
+    """OpenAI chat messages (content parts for media)."""
+    options: GenerationOptions
+    """Decoding options."""
+
+
+class GenerationResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    request_id: str
+    """Echo of the request id."""
+    text: str
+    """Generated text."""
+    reasoning_content: str | None = None
+    """Separate reasoning trace if the engine returns one."""
+    finish_reason: str | None = None
+    """stop | length | ..."""
+    prompt_tokens: int = 0
+    """Prompt tokens."""
+    completion_tokens: int = 0
+    """Generated tokens."""
+    engine_latency_s: float = 0.0
+    """Seconds spent inside the replica."""
+    replica_id: str = ""
+    """Replica that served it."""
+
+
+class EngineStats(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    replica_id: str
+    """Replica id."""
+    engine: str
+    """Engine backend."""
+    model: str
+    """Suite model name."""
+    healthy: bool = True
+    """Last health check result."""
+    in_flight: int = 0
+    """Requests being served now."""
+    queue_depth: int = 0
+    """Requests waiting for a batch slot (in_flight beyond the engine's slots)."""
+    slots: int = 1
+    """Concurrent sequences the engine batches."""
+    completed: int = 0
+    """Requests finished."""
+    failed: int = 0
+    """Requests failed."""
+    output_tokens: int = 0
+    """Generated tokens since start."""
+    busy_s: float = 0.0
+    """Seconds with at least one request in flight (utilisation numerator)."""
+    started_at: float = Field(default_factory=time.time)
+    """Engine start time (epoch seconds)."""
+    node_id: str | None = None
+    """Ray node the replica runs on."""
+    engine_version: str | None = None
+    """Engine version string."""
+    model_path: str | None = None
+    """Weights file the engine loaded."""
+    model_sha256: str | None = None
+    """sha256 of the weights file."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        up = max(time.time() - self.started_at, 1e-9)
+        return self.output_tokens / up
