@@ -1,0 +1,5 @@
+import sys
+
+from omnieval.cli import main
+
+sys.exit(main())
