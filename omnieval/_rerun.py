@@ -45,6 +45,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     src = Path(args.artifact)
     old = read_manifest(src)
     suite = SuiteConfig.model_validate(old.config)
+    suite.cache.enabled = False  # reproduce by inference, not by replaying the cache
     result = run_suite(suite, config_path=old.config_path, output_dir=args.output_dir or str(src.parent), show_progress=False)
     diffs = diff_runs(src, result.run_dir)
     print(f"rerun artifact: {result.run_dir}")

@@ -170,9 +170,13 @@ def run_suite(
                 replicas += ray.get(controller.ensure_model.remote(m.model_dump(mode="json"), run_id))
         timings["pool_up_s"] = time.monotonic() - t0
         slots = sum(min(r.slots, suite.pool.max_inflight_per_replica) for r in replicas) or 1
-        clients = [
-            EvalClient.remote(controller, suite.pool.model_dump(mode="json"), suite.seed, i) for i in range(suite.pool.clients)
-        ]
+        cache_path = None
+        if suite.cache.enabled:
+            from omnieval._cache import default_cache_path
+
+            cache_path = suite.cache.path or str(default_cache_path())
+        pool_cfg = suite.pool.model_dump(mode="json")
+        clients = [EvalClient.remote(controller, pool_cfg, suite.seed, i, cache_path) for i in range(suite.pool.clients)]
         totals: dict[tuple[str, str], int] = {}
         for r in records:
             totals[(r.model, r.benchmark)] = totals.get((r.model, r.benchmark), 0) + 1
@@ -182,11 +186,14 @@ def run_suite(
             new = _dispatch_all(suite, clients, make_chunks(todo, suite.pool.chunk_size), ckpt, progress, slots)
             tokens_per_s = progress.tokens_per_s
         timings["inference_s"] = time.monotonic() - t0
-        n_tokens = sum(r.output.usage.completion_tokens for r in new if r.output and r.output.usage)
+        inferred = [r for r in new if not r.meta.get("cache_hit")]
+        n_tokens = sum(r.output.usage.completion_tokens for r in inferred if r.output and r.output.usage)
         manifest.throughput = {
             "output_tokens": float(n_tokens),
             "output_tokens_per_s": n_tokens / timings["inference_s"] if new else 0.0,
-            "requests_per_s": len(new) / timings["inference_s"] if new else 0.0,
+            "requests_per_s": len(inferred) / timings["inference_s"] if new else 0.0,
+            "inferred": float(len(inferred)),
+            "cache_hits": float(len(new) - len(inferred)),
             "live_tokens_per_s": tokens_per_s,
         }
         all_recs = {**previous, **{r.key: r for r in new}}
@@ -208,7 +215,7 @@ def run_suite(
     t0 = time.monotonic()
     manifest.scores = _score(suite, final, specs)
     timings["scoring_s"] = time.monotonic() - t0
-    manifest.benchmarks = [_bench_provenance(suite, specs[b.name], final) for b in suite.benchmarks]
+    manifest.benchmarks = [_bench_provenance(suite, effective_spec(suite, specs[b.name]), final) for b in suite.benchmarks]
     write_records(run_dir, final)
     timings["total_s"] = time.monotonic() - t_start
     manifest.timings = timings
@@ -217,11 +224,21 @@ def run_suite(
     return RunResult(run_dir=run_dir, manifest=manifest, records=final)
 
 
+def effective_spec(suite: SuiteConfig, spec: BenchmarkSpec) -> BenchmarkSpec:
+    """The benchmark as this suite scores it (a suite may replace the native metrics)."""
+    from omnieval.benchmarks import MetricSpec
+
+    cfg = next(b for b in suite.benchmarks if b.name == spec.name)
+    if cfg.metrics is None:
+        return spec
+    return spec.model_copy(update={"metrics": tuple(MetricSpec(name=n) for n in cfg.metrics)})
+
+
 def _score(suite: SuiteConfig, records: list[Record], specs: dict[str, BenchmarkSpec]) -> list[ScoreRow]:
     engines = {m.name: m.engine for m in suite.models}
     rows: list[ScoreRow] = []
     for (model, bench), recs in group(records).items():
-        rows += score_benchmark(recs, specs[bench], model=model, engine=engines[model])
+        rows += score_benchmark(recs, effective_spec(suite, specs[bench]), model=model, engine=engines[model])
     return rows
 
 

@@ -8,13 +8,14 @@ from typing import Any
 
 import ray
 
+from omnieval._cache import ResponseCache, cache_key
 from omnieval._config import PoolConfig
 from omnieval._schema import Output, Record, RecordError, TextOutput, Usage
 from omnieval.errors import RequestFailed
 from pool._dispatch import Dispatcher
 from schedulers import RoutingRequest
 from serving._messages import prompt_text, to_openai
-from serving._types import GenerationRequest
+from serving._types import GenerationRequest, GenerationResult
 
 MAX_OUTPUT_CHARS = 1_000_000
 """Longer generations are truncated and flagged; a runaway engine must not blow up the artifact."""
@@ -30,9 +31,13 @@ def _error_kind(e: BaseException) -> str:
 class EvalClient:
     """Async actor; concurrent ``run`` calls share one dispatcher per model, so caps hold across chunks."""
 
-    def __init__(self, controller: Any, pool_cfg: dict[str, Any], seed: int = 0, client_id: int = 0) -> None:
+    def __init__(
+        self, controller: Any, pool_cfg: dict[str, Any], seed: int = 0, client_id: int = 0, cache_path: str | None = None
+    ) -> None:
         self.controller = controller
         self.cfg = PoolConfig.model_validate(pool_cfg)
+        self.cache = ResponseCache(cache_path) if cache_path else None
+        self.cache_hits = 0
         self.seed = seed * 1000 + client_id
         self.client_id = client_id
         self._dispatchers: dict[str, Dispatcher] = {}
@@ -50,6 +55,17 @@ class EvalClient:
         )
         routing = RoutingRequest(model=rec.model, prompt_text=prompt_text(messages), est_tokens=rec.generation_options.max_tokens)
         t0 = time.monotonic()
+        key = None
+        if self.cache is not None:
+            await d.refresh()
+            ident = d.model_identity()
+            if ident is not None and ident["sha256"] is not None:
+                key = cache_key(model_id=ident, messages=messages, options=rec.generation_options.model_dump())
+                hit = self.cache.get(key)
+                if hit is not None:
+                    self.cache_hits += 1
+                    rec.meta["cache_hit"] = True
+                    return self._fill(rec, hit, t0, attempts=0)
         try:
             res, attempts = await d.submit(req, routing)
         except Exception as e:  # noqa: BLE001 - any exhausted failure is recorded on the sample, never dropped
@@ -57,6 +73,11 @@ class EvalClient:
             rec.error = RecordError(kind=_error_kind(cause), message=str(cause)[:2000], attempts=self.cfg.max_retries + 1)  # type: ignore[arg-type]
             rec.latency = time.monotonic() - t0
             return rec
+        if key is not None and self.cache is not None:
+            self.cache.put(key, res)
+        return self._fill(rec, res, t0, attempts)
+
+    def _fill(self, rec: Record, res: GenerationResult, t0: float, attempts: int) -> Record:
         text = res.text
         if len(text) > MAX_OUTPUT_CHARS:
             text = text[:MAX_OUTPUT_CHARS]
@@ -76,5 +97,5 @@ class EvalClient:
     async def run(self, records: list[Record]) -> list[Record]:
         return list(await asyncio.gather(*(self._one(r) for r in records)))
 
-    def dispatch_stats(self) -> dict[str, dict[str, int]]:
-        return {m: dict(d.stats) for m, d in self._dispatchers.items()}
+    def dispatch_stats(self) -> dict[str, Any]:
+        return {"cache_hits": self.cache_hits, "models": {m: dict(d.stats) for m, d in self._dispatchers.items()}}

@@ -63,6 +63,14 @@ class Dispatcher:
                     self.policy.remove_replica(rid)
             self._cond.notify_all()
 
+    def model_identity(self) -> dict[str, str | None] | None:
+        """What a cached response is keyed on; None until a replica has reported its weights and version."""
+        for info in self._replicas.values():
+            if info.state == "healthy":
+                return {"fingerprint": info.fingerprint, "sha256": info.model_sha256, "engine": info.engine,
+                        "engine_version": info.engine_version}  # fmt: skip
+        return None
+
     def _candidates(self, exclude: set[str]) -> list[ReplicaView]:
         out = []
         for rid, info in self._replicas.items():

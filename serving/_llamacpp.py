@@ -29,6 +29,17 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
+def _die_with_parent() -> None:
+    """Linux: the server gets SIGTERM when the replica process dies, so a killed actor leaves no orphan engine."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -89,7 +100,9 @@ class LlamaCppEngine(OpenAIEngine):
         ]  # fmt: skip
         fd, log = tempfile.mkstemp(prefix=f"llama-server-{self._stats.replica_id}-", suffix=".log")
         self._log_path = Path(log)
-        self._proc = subprocess.Popen(cmd, stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._proc = subprocess.Popen(
+            cmd, stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+        )
         os.close(fd)
         await self._wait_ready(float(self.opts["startup_timeout_s"]))
         await super().start()

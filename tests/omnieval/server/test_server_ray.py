@@ -3,83 +3,24 @@
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from server_testlib import free_port, wait_state, wait_until
-
-
-def _pids_using(temp_dir: str) -> list[int]:
-    """Processes of this head only: every Ray process of it names our unique --temp-dir on its command line."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if temp_dir.encode() in (proc / "cmdline").read_bytes():
-                    pids.append(int(proc.name))
-            except OSError:
-                pass
-    return pids
+from server_testlib import wait_state, wait_until
+from testlib.ray_head import private_ray_head
 
 
 @pytest.fixture
 def ray_head() -> Iterator[tuple[str, dict[str, str]]]:
-    """A private Ray head: its own ports, --temp-dir and token; ``--block`` so stopping it stops only it.
-
-    ``ray stop`` would kill every Ray on the machine, so teardown signals the ``ray start --block`` process (which
-    shuts its node down) and then kills, by pid, whatever still runs from our temp dir.
-    """
+    """A private Ray head with token auth (see tests/testlib/ray_head.py)."""
     if shutil.which("ray", path=os.path.dirname(sys.executable)) is None:
         pytest.skip("ray CLI not installed beside this interpreter")
-    temp_dir = tempfile.mkdtemp(prefix="oe-ray-", dir="/tmp")  # short: Ray's unix socket paths must fit 107 bytes
-    dash = free_port()
-    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_USAGE_STATS_ENABLED": "0"}
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ray"), "start", "--head", "--block", "--num-cpus=2"]
-    cmd += ["--dashboard-host=127.0.0.1", f"--port={free_port()}", f"--dashboard-port={dash}", f"--temp-dir={temp_dir}"]
-    cmd += [f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}"]
-    cmd += [f"--runtime-env-agent-port={free_port()}", f"--metrics-export-port={free_port()}", "--disable-usage-stats"]
-    log = open(Path(temp_dir) / "ray-start.log", "wb")
-    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    proc = subprocess.Popen(
-        cmd, env={**os.environ, **env, "PATH": path}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    address = f"http://127.0.0.1:{dash}"
-    try:
-
-        def up() -> bool:
-            assert proc.poll() is None, (Path(temp_dir) / "ray-start.log").read_text()
-            try:
-                r = httpx.get(
-                    address + "/api/version", timeout=2, headers={"Authorization": f"Bearer {env['RAY_AUTH_TOKEN']}"}
-                )
-                return r.status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(up, 120, "the Ray dashboard job API", interval=0.5)
-        yield address, env
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        for pid in _pids_using(temp_dir):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        log.close()
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    with private_ray_head(num_cpus=2) as head:
+        yield head.dashboard, head.env
 
 
 @pytest.mark.slow

@@ -1,0 +1,36 @@
+# Two entry points for a fresh machine: `make demo` (the embedded default job) and `make test` (the test suite).
+# Everything else they need is installed here; builds are cached under ~/.cache/omnieval keyed by version.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.omnieval-installed
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test test-fast lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -U pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+	$(PY) -m omnieval setup llamacpp
+	$(PY) -m omnieval setup model
+
+demo: setup
+	$(PY) -m omnieval run examples/quickstart.yaml
+
+test: setup
+	bash scripts/install_browser.sh $(VENV)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# Local iteration: skip real-engine end-to-end tests (CI runs everything).
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,61 @@
+"""Content-addressed response cache: re-scoring with another metric, or resuming, costs zero inference.
+
+Key = sha256 over (model weights sha256 / revision, engine name + version, engine kwargs, rendered chat messages,
+generation options). SQLite in WAL mode with ``INSERT OR IGNORE`` is safe under many concurrent writers (client
+actors in several processes); a value is immutable once written, so readers never see a torn entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from serving._types import GenerationResult
+
+
+def cache_key(*, model_id: dict[str, Any], messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
+    blob = json.dumps({"model": model_id, "messages": messages, "options": options}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class ResponseCache:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._conn() as c:
+            c.execute("PRAGMA journal_mode=WAL")
+            c.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)")
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            conn.execute("PRAGMA busy_timeout=60000")
+            self._local.conn = conn
+        return conn
+
+    def get(self, key: str) -> GenerationResult | None:
+        row = self._conn().execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+        return GenerationResult.model_validate_json(row[0]) if row else None
+
+    def put(self, key: str, result: GenerationResult) -> None:
+        import time
+
+        self._conn().execute(
+            "INSERT OR IGNORE INTO responses (key, value, created) VALUES (?, ?, ?)",
+            (key, result.model_dump_json(), time.time()),
+        )
+
+    def __len__(self) -> int:
+        return int(self._conn().execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+
+def default_cache_path() -> Path:
+    from serving._models import cache_dir
+
+    return cache_dir() / "responses.sqlite"

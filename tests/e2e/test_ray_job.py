@@ -1,0 +1,35 @@
+"""``ray start --head`` + ``ray job submit -- omnieval run ...``: the product's cluster entry point."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from testlib.ray_head import private_ray_head
+from testlib.runs import ROOT, artifact_from
+
+from omnieval import read_manifest
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
+
+def test_ray_job_submit_runs_the_suite(tmp_path: Path) -> None:
+    suite = tmp_path / "suite.yaml"
+    text = (ROOT / "examples/quickstart.yaml").read_text().replace("limit: 20", "limit: 4")
+    suite.write_text(text)
+    out = tmp_path / "runs"
+    bindir = os.path.dirname(sys.executable)
+    with private_ray_head(num_cpus=2) as head:
+        env = {**os.environ, **head.env, "RAY_ADDRESS": head.dashboard, "PATH": bindir + os.pathsep + os.environ["PATH"]}
+        cmd = [os.path.join(bindir, "ray"), "job", "submit", "--address", head.dashboard, "--",
+               sys.executable, "-m", "omnieval", "run", str(suite), "--output-dir", str(out), "--no-progress"]  # fmt: skip
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "succeeded" in proc.stdout.lower()
+    run_dir = artifact_from(proc.stdout)
+    m = read_manifest(run_dir)
+    assert m.status == "completed"
+    assert sum(s.num_samples for s in m.scores) == 8 and all(s.num_errors == 0 for s in m.scores)

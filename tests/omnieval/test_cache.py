@@ -1,0 +1,46 @@
+"""Response cache: content-addressed keys and safety under concurrent writers in separate processes."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+
+from omnieval._cache import ResponseCache, cache_key
+from serving._types import GenerationResult
+
+MSGS = [{"role": "user", "content": "2+2?"}]
+MODEL = {"fingerprint": "f", "sha256": "abc", "engine": "llamacpp", "engine_version": "v1"}
+
+
+def test_key_changes_with_every_input() -> None:
+    base = cache_key(model_id=MODEL, messages=MSGS, options={"temperature": 0.0})
+    assert base == cache_key(model_id=dict(MODEL), messages=list(MSGS), options={"temperature": 0.0})
+    assert base != cache_key(model_id={**MODEL, "sha256": "other"}, messages=MSGS, options={"temperature": 0.0})
+    assert base != cache_key(model_id={**MODEL, "engine_version": "v2"}, messages=MSGS, options={"temperature": 0.0})
+    assert base != cache_key(model_id=MODEL, messages=[{"role": "user", "content": "2+3?"}], options={"temperature": 0.0})
+    assert base != cache_key(model_id=MODEL, messages=MSGS, options={"temperature": 0.5})
+
+
+def _writer(path: str, worker: int, n: int) -> None:
+    cache = ResponseCache(path)
+    for i in range(n):
+        # overlapping keys across workers: first writer wins, nobody errors
+        cache.put(f"k{i}", GenerationResult(request_id=f"{worker}-{i}", text=f"text {i}"))
+
+
+def test_concurrent_writers_in_processes(tmp_path: Path) -> None:
+    path = str(tmp_path / "c.sqlite")
+    ResponseCache(path)
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, w, 200)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    cache = ResponseCache(path)
+    assert len(cache) == 200
+    for i in range(200):
+        hit = cache.get(f"k{i}")
+        assert hit is not None and hit.text == f"text {i}"
+    assert cache.get("missing") is None

@@ -1,0 +1,1 @@
+"""Shared test helpers (bounded waits, a private Ray head, the quickstart runner)."""
