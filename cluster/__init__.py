@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
-from cluster._inventory import GPU_MEMORY_RESOURCE, NodeInfo, inventory
-from cluster._placement import choose_node, feasible_nodes, fits, replica_actor_options
+from cluster._inventory import GPU_MEMORY_RESOURCE, NODE_ID_LABEL, NodeInfo, detect_gpu_resources, inventory
+from cluster._placement import (
+    Demand,
+    busy_reasons,
+    choose_node,
+    consumed,
+    demand_of,
+    deployment_options,
+    estimate_memory_gb,
+    feasible_nodes,
+    fits,
+    place,
+)
 from cluster._ray import connect
 
 __all__ = [
     "GPU_MEMORY_RESOURCE",
+    "NODE_ID_LABEL",
+    "Demand",
     "NodeInfo",
+    "busy_reasons",
     "choose_node",
     "connect",
+    "consumed",
+    "demand_of",
+    "deployment_options",
+    "detect_gpu_resources",
+    "estimate_memory_gb",
     "feasible_nodes",
     "fits",
     "inventory",
-    "replica_actor_options",
+    "place",
 ]

@@ -7,6 +7,7 @@ from typing import Any
 
 import ray
 
+from cluster._inventory import detect_gpu_resources
 from omnieval._config import RayConfig
 
 
@@ -23,5 +24,7 @@ def connect(cfg: RayConfig | None = None, *, log_to_driver: bool = False) -> dic
     if cfg.num_cpus:
         kwargs["num_cpus"] = cfg.num_cpus
     kwargs["include_dashboard"] = False
+    if gpu := detect_gpu_resources():  # declare free GPU memory so placement can check memory estimates
+        kwargs["resources"] = gpu
     ray.init(**kwargs)
     return {"address": "local", "started": True}

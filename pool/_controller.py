@@ -1,7 +1,10 @@
-"""The pool controller: one named Ray actor per cluster that owns replica lifecycle and health.
+"""The pool controller: one named Ray actor per cluster that owns replica lifecycle, placement, health and scaling.
 
 Suites running at the same time on one cluster get the same controller, so identical model specs share replicas
 (their requests are batched together by the same engines). Replicas are released when their last user finishes.
+Placement is checked before deploying (an impossible replica fails at once with each node's reason, a feasible one
+waits a bounded time for room), and an autoscale thread adds replicas onto nodes with free capacity — including
+nodes that join during a run — while the model's replicas are saturated (see ``pool._autoscaler``).
 """
 
 from __future__ import annotations
@@ -14,13 +17,19 @@ import time
 from typing import Any
 
 import ray
+from pydantic import BaseModel, ConfigDict
 
+from omnieval.errors import PlacementError, ReplicaDead
+from pool._autoscaler import ScaleResult, plan_scaling
 from pool._types import ReplicaInfo
+from serving._types import EngineStats
 
 log = logging.getLogger("omnieval.pool")
 
 CONTROLLER_NAME = "omnieval-pool"
 NAMESPACE = "omnieval"
+MAX_RETIRED = 256
+"""Final stats of this many removed replicas are kept for inspection (tests, run provenance)."""
 
 
 def fingerprint(model_cfg: dict[str, Any]) -> str:
@@ -28,19 +37,51 @@ def fingerprint(model_cfg: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+class RetiredReplica(BaseModel):
+    """A removed replica with its last engine stats (what it served, peak concurrency) and when it went."""
+
+    model_config = ConfigDict(extra="forbid")
+    info: ReplicaInfo
+    """Registry entry at removal."""
+    stats: EngineStats | None
+    """Engine stats fetched just before deletion (None if it no longer answered)."""
+    removed_at: float
+    """Epoch seconds of deletion."""
+
+
 @ray.remote(num_cpus=0, max_concurrency=64)
 class PoolController:
-    """Threaded actor: deploys are blocking Serve calls, health checks run on their own thread."""
+    """Threaded actor: deploys are blocking Serve calls; health checks and autoscaling run on their own threads."""
 
-    def __init__(self, health_check_period_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        health_check_period_s: float = 5.0,
+        *,
+        autoscale_period_s: float | None = None,
+        scale_in_idle_s: float = 60.0,
+        placement_wait_s: float = 30.0,
+        deploy_timeout_s: float = 900.0,
+    ) -> None:
         self._lock = threading.RLock()
+        self._capacity = threading.Condition(self._lock)  # notified when a replica's resources are freed
         self._replicas: dict[str, ReplicaInfo] = {}
         self._models: dict[str, dict[str, Any]] = {}  # model name -> config dict
         self._users: dict[str, set[str]] = {}  # model name -> run ids
+        self._model_locks: dict[str, threading.Lock] = {}  # serialises scaling of one model
+        self._reservations: dict[str, tuple[str, dict[str, float]]] = {}  # starting rid -> (node id, resources)
+        self._idle_since: dict[str, float] = {}
+        self._drained_at: dict[str, float] = {}
+        self._retired: dict[str, RetiredReplica] = {}
         self._period = health_check_period_s
+        self._autoscale_period = autoscale_period_s or health_check_period_s
+        self._idle_s = scale_in_idle_s
+        self._placement_wait_s = placement_wait_s
+        self._deploy_timeout_s = deploy_timeout_s
         self._stop = threading.Event()
         self._counter = 0
+        self._serve_started = False
         threading.Thread(target=self._health_loop, daemon=True, name="pool-health").start()
+        threading.Thread(target=self._autoscale_loop, daemon=True, name="pool-autoscale").start()
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
     def ensure_model(self, model_cfg: dict[str, Any], run_id: str) -> list[ReplicaInfo]:
@@ -56,23 +97,79 @@ class PoolController:
                 )
             self._models[name] = model_cfg
             self._users.setdefault(name, set()).add(run_id)
-            have = [r for r in self._replicas.values() if r.model == name and r.fingerprint == fp and r.state != "dead"]
-            missing = max(0, int(model_cfg.get("replicas", 1)) - len(have))
-        for _ in range(missing):
-            self.add_replica(name)
+            model_lock = self._model_locks.setdefault(name, threading.Lock())
+        with model_lock:  # two suites ensuring the same model at once must not both add the missing replicas
+            with self._lock:
+                have = [
+                    r for r in self._replicas.values() if r.model == name and r.fingerprint == fp and r.state != "dead"
+                ]
+                missing = max(0, int(model_cfg.get("replicas", 1)) - len(have))
+            for _ in range(missing):
+                self._add_replica(name, None, self._placement_wait_s)
         return self.replicas(name)
 
     def add_replica(self, model: str, node_id: str | None = None) -> ReplicaInfo:
-        from cluster import replica_actor_options
+        """Start one more replica of a registered model (on ``node_id``, or wherever it fits now)."""
+        with self._model_locks.setdefault(model, threading.Lock()):
+            return self._add_replica(model, node_id, self._placement_wait_s)
+
+    def _reserve(self, rid: str, model: str, node_id: str | None, wait_s: float) -> tuple[str, dict[str, Any]]:
+        """Pick a node with room and reserve the replica's resources there until it runs (or fails)."""
+        from cluster import busy_reasons, consumed, demand_of, inventory, place
+
+        with self._lock:
+            d = demand_of(self._models[model])
+        deadline = time.monotonic() + wait_s
+        with self._capacity:
+            while True:
+                reserved = self._reserved_by_node()
+                spot = place(d, node_id, reserved)  # raises PlacementError at once when no node could ever fit
+                if spot is not None:
+                    node, opts = spot
+                    self._reservations[rid] = (node.node_id, consumed(d, node))
+                    return node.node_id, opts
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    where = f"node {node_id}" if node_id else "every node that fits"
+                    raise PlacementError(
+                        f"cannot place a replica of {model!r} ({d.describe()}): {where} is busy after waiting "
+                        f"{wait_s:g}s ({busy_reasons(d, inventory(), reserved)}); free capacity (fewer replicas, "
+                        "smaller resources) or add a node"
+                    )
+                self._capacity.wait(timeout=min(remaining, 1.0))  # woken by a removal; re-checks joined nodes
+
+    def _reserved_by_node(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for node_id, res in self._reservations.values():
+            acc = out.setdefault(node_id, {})
+            for k, v in res.items():
+                acc[k] = acc.get(k, 0.0) + v
+        return out
+
+    def _ensure_serve(self) -> None:
+        from ray import serve
+
+        if not self._serve_started:
+            try:  # the pool calls replicas through handles only: no HTTP proxies on every node
+                serve.start(proxy_location="Disabled")
+            except Exception as e:  # noqa: BLE001 - an already running Serve with other options is fine
+                log.debug("serve.start: %r", e)
+            self._serve_started = True
+
+    def _add_replica(self, model: str, node_id: str | None, wait_s: float) -> ReplicaInfo:
+        from ray import serve
+
         from serving import ENGINES
         from serving._deployment import EngineReplica
-        from ray import serve
 
         with self._lock:
             cfg = self._models[model]
             self._counter += 1
-            rid = f"{model}-r{self._counter}-{fingerprint(cfg)[:6]}"
-            info = ReplicaInfo(replica_id=rid, model=model, fingerprint=fingerprint(cfg), engine=cfg["engine"])
+            fp = fingerprint(cfg)
+            rid = f"{model}-r{self._counter}-{fp[:6]}"
+        target_node, opts = self._reserve(rid, model, node_id, wait_s)
+        info = ReplicaInfo(replica_id=rid, model=model, fingerprint=fp, engine=cfg["engine"], node_id=target_node)
+        with self._lock:
             self._replicas[rid] = info
         spec = {
             "replica_id": rid,
@@ -82,32 +179,76 @@ class PoolController:
             "source": cfg["source"],
             "engine_kwargs": cfg.get("engine_kwargs", {}),
         }
-        options = replica_actor_options(cfg.get("resources", {}), node_id=node_id)
         try:
-            app = EngineReplica.options(name="EngineReplica", ray_actor_options=options).bind(spec)
-            serve.run(app, name=rid, route_prefix=None)
+            self._ensure_serve()
+            app = EngineReplica.options(name="EngineReplica", **opts).bind(spec)
+            serve.run_many(
+                [serve.RunTarget(target=app, name=rid, route_prefix=None)], wait_for_applications_running=False
+            )
+            self._wait_running(rid)
             stats = serve.get_app_handle(rid).stats.remote().result(timeout_s=60)
-        except Exception:
-            with self._lock:
+        except BaseException:
+            with self._capacity:
                 self._replicas.pop(rid, None)
+                self._reservations.pop(rid, None)
+                self._capacity.notify_all()
             try:
                 serve.delete(rid, _blocking=False)
             except Exception:  # noqa: BLE001 - best-effort cleanup of a failed deploy
                 pass
             raise
-        with self._lock:
+        with self._capacity:
+            self._reservations.pop(rid, None)  # Ray's own accounting now shows the running replica
+            self._capacity.notify_all()
             info.state = "healthy"
             self._apply_stats(info, stats)
+            orphan = model not in self._models or fingerprint(self._models[model]) != fp
+        if orphan:  # released while it was starting (e.g. a scale-out racing the run's end)
+            self.remove_replica(rid)
+            raise ReplicaDead(f"model {model!r} was released while replica {rid} started", replica_id=rid)
         log.info("replica %s healthy (node %s)", rid, info.node_id)
-        return info
+        return info.model_copy()
+
+    def _wait_running(self, rid: str) -> None:
+        """Until Serve reports the app RUNNING; its failure message (constructor error) is raised at once."""
+        from ray import serve
+
+        deadline = time.monotonic() + self._deploy_timeout_s
+        while True:
+            st = serve.status().applications.get(rid)
+            status = str(getattr(st.status, "value", st.status)) if st is not None else "NOT_STARTED"
+            if status == "RUNNING":
+                return
+            parts = [st.message, *(d.message for d in st.deployments.values())] if st is not None else []
+            msg = "; ".join(p for p in parts if p)
+            if status in ("DEPLOY_FAILED", "UNHEALTHY"):
+                raise ReplicaDead(f"replica {rid} failed to start: {msg[:2000]}", replica_id=rid)
+            if time.monotonic() > deadline:
+                raise PlacementError(f"replica {rid} not running after {self._deploy_timeout_s:g}s: {msg[:2000]}")
+            if self._stop.wait(0.25):  # Serve has no completion event to await; bounded by the deadline above
+                raise ReplicaDead(f"pool controller shut down while {rid} started", replica_id=rid)
 
     def remove_replica(self, replica_id: str) -> None:
         from ray import serve
 
         with self._lock:
             info = self._replicas.pop(replica_id, None)
-        if info is not None:
-            serve.delete(replica_id)
+            self._idle_since.pop(replica_id, None)
+            self._drained_at.pop(replica_id, None)
+        if info is None:
+            return
+        stats = None
+        if info.state in ("healthy", "draining"):
+            try:
+                stats = serve.get_app_handle(replica_id).stats.remote().result(timeout_s=5)
+            except Exception:  # noqa: BLE001 - final stats are informational
+                stats = None
+        serve.delete(replica_id)
+        with self._capacity:
+            self._retired[replica_id] = RetiredReplica(info=info, stats=stats, removed_at=time.time())
+            while len(self._retired) > MAX_RETIRED:
+                self._retired.pop(next(iter(self._retired)))
+            self._capacity.notify_all()
 
     def release(self, run_id: str) -> list[str]:
         """Drop the run; replicas of models with no remaining user are deleted. Returns removed replica ids."""
@@ -135,6 +276,11 @@ class PoolController:
         with self._lock:
             return {m: sorted(u) for m, u in self._users.items()}
 
+    def retired(self) -> dict[str, RetiredReplica]:
+        """Removed replicas (most recent ``MAX_RETIRED``) with their final stats."""
+        with self._lock:
+            return {k: v.model_copy() for k, v in self._retired.items()}
+
     def report_failure(self, replica_id: str) -> None:
         """A client saw the replica die: stop routing to it until a health check passes again."""
         with self._lock:
@@ -155,6 +301,10 @@ class PoolController:
         info.engine_version = stats.engine_version
         info.model_path = stats.model_path
         info.model_sha256 = stats.model_sha256
+        if stats.in_flight == 0:
+            self._idle_since.setdefault(info.replica_id, time.monotonic())
+        else:
+            self._idle_since.pop(info.replica_id, None)
 
     def check_now(self) -> list[ReplicaInfo]:
         """One health pass over every replica (the loop calls it; tests and the driver may too)."""
@@ -174,11 +324,14 @@ class PoolController:
                 if cur is None:
                     continue
                 if ok:
-                    cur.state, cur.failures = "healthy", 0
+                    if cur.state != "draining":  # a drained replica stays out of rotation until removed
+                        cur.state = "healthy"
+                    cur.failures = 0
                     self._apply_stats(cur, stats)
                 else:
                     cur.failures += 1
-                    cur.state = "unhealthy"
+                    if cur.state != "draining":
+                        cur.state = "unhealthy"
         return self.replicas()
 
     def _health_loop(self) -> None:
@@ -188,16 +341,58 @@ class PoolController:
             except Exception as e:  # noqa: BLE001 - the loop must survive a transient Serve error
                 log.warning("health pass failed: %r", e)
 
+    # ---- elasticity ------------------------------------------------------------------------------------------
+    def autoscale_once(self) -> ScaleResult:
+        """One scaling pass on the last health snapshot: drain/remove idle surplus, add where saturated and room."""
+        now = time.monotonic()
+        with self._lock:
+            plan = plan_scaling(
+                self._models, self._replicas.values(), self._idle_since, self._drained_at, now, self._idle_s
+            )
+            for rid in plan.drain:
+                self._replicas[rid].state = "draining"
+                self._drained_at[rid] = now
+        result = ScaleResult(drained=list(plan.drain))
+        for rid in plan.remove:
+            self.remove_replica(rid)
+            result.removed.append(rid)
+        for model in plan.scale_out:
+            lock = self._model_locks.get(model)
+            if lock is None or not lock.acquire(blocking=False):
+                continue  # ensure_model or another scale step is working on it
+            try:
+                info = self._add_replica(model, None, 0.0)
+                result.added.append(info.replica_id)
+                log.info("scaled %s out to node %s (%s)", model, info.node_id, info.replica_id)
+            except PlacementError as e:  # saturated but no node has room now: retried next pass
+                result.waiting[model] = str(e)
+            except Exception as e:  # noqa: BLE001 - a failed scale step must not stop the loop
+                log.warning("scale-out of %s failed: %r", model, e)
+                result.waiting[model] = repr(e)
+            finally:
+                lock.release()
+        return result
+
+    def _autoscale_loop(self) -> None:
+        while not self._stop.wait(self._autoscale_period):
+            try:
+                self.autoscale_once()
+            except Exception as e:  # noqa: BLE001 - the loop must survive a transient error
+                log.warning("autoscale pass failed: %r", e)
+
     def shutdown(self) -> None:
         self._stop.set()
         for rid in list(self._replicas):
             self.remove_replica(rid)
 
 
-def get_controller(health_check_period_s: float = 5.0, create: bool = True) -> Any:
-    """The cluster's controller (detached, so concurrent suites from other drivers share it)."""
+def get_controller(health_check_period_s: float = 5.0, create: bool = True, **options: Any) -> Any:
+    """The cluster's controller (detached, so concurrent suites from other drivers share it).
+
+    ``options`` (``scale_in_idle_s``, ``placement_wait_s``, ...) apply only when this call creates it.
+    """
     if not create:
         return ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
     return PoolController.options(
         name=CONTROLLER_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True
-    ).remote(health_check_period_s)
+    ).remote(health_check_period_s, **options)

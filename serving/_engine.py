@@ -57,6 +57,7 @@ class Engine(ABC):
         if st.in_flight == 0:
             self._busy_since = time.monotonic()
         st.in_flight += 1
+        st.peak_in_flight = max(st.peak_in_flight, st.in_flight)
         try:
             yield
         except BaseException:

@@ -109,6 +109,9 @@ class OpenAIEngine(Engine):
             except (ValueError, KeyError, IndexError, TypeError) as e:
                 raise RequestFailed(f"malformed response ({e!r}): {r.text[:200]!r}") from None
             usage = data.get("usage") or {}
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+            if cached is None:  # llama-server also reports it as timings.cache_n
+                cached = (data.get("timings") or {}).get("cache_n")
             result = GenerationResult(
                 request_id=request.request_id,
                 text=text,
@@ -116,6 +119,7 @@ class OpenAIEngine(Engine):
                 finish_reason=choice.get("finish_reason"),
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
                 completion_tokens=int(usage.get("completion_tokens") or 0),
+                cached_prompt_tokens=int(cached) if isinstance(cached, (int, float)) else None,
                 engine_latency_s=time.monotonic() - t0,
             )
         return self._account(result)

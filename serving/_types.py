@@ -38,6 +38,8 @@ class GenerationResult(BaseModel):
     """Seconds spent inside the replica."""
     replica_id: str = ""
     """Replica that served it."""
+    cached_prompt_tokens: int | None = None
+    """Prompt tokens reused from the engine's KV cache (None when the engine does not report it)."""
 
 
 class EngineStats(BaseModel):
@@ -52,6 +54,8 @@ class EngineStats(BaseModel):
     """Last health check result."""
     in_flight: int = 0
     """Requests being served now."""
+    peak_in_flight: int = 0
+    """Most requests in flight at once since start (shows batching across clients and suites)."""
     queue_depth: int = 0
     """Requests waiting for a batch slot (in_flight beyond the engine's slots)."""
     slots: int = 1

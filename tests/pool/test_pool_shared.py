@@ -1,0 +1,83 @@
+"""Two suites running at the same time share one pool: same replica, requests batched together, released after both.
+
+Each suite alone can have at most 2 requests in the engine (1 client × ``max_inflight_per_replica`` 2), so a peak
+above 2 in the replica's own stats means requests of both suites were in its batch at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ray
+from cluster_testlib import PidTracker, kill_pids, require_engine, teardown_pool, tiny_model
+
+from omnieval._config import SuiteConfig
+from omnieval._runner import RunResult, run_suite
+from pool import get_controller
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+@pytest.fixture
+def ray_local() -> Iterator[PidTracker]:
+    require_engine()
+    ray.init(num_cpus=2, namespace="omnieval", include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    tracker = PidTracker()
+    try:
+        yield tracker
+    finally:
+        pids = teardown_pool(tracker)
+        ray.shutdown()
+        kill_pids(pids)
+
+
+def _suite(name: str, limit: int) -> SuiteConfig:
+    return SuiteConfig.model_validate(
+        {
+            "name": name,
+            "models": [tiny_model("shared-smollm", parallel=4)],
+            "benchmarks": [{"name": "asdiv_tiny", "limit": limit, "generation": {"max_tokens": 8}}],
+            "pool": {"clients": 1, "max_inflight_per_replica": 2, "chunk_size": 2, "health_check_period_s": 1.0},
+        }
+    )
+
+
+@pytest.mark.timeout(300)
+def test_concurrent_suites_share_replicas(ray_local: PidTracker, tmp_path: Path) -> None:
+    suites = [_suite("suite-a", 6), _suite("suite-b", 12)]
+    start = threading.Barrier(len(suites))
+    results: dict[str, RunResult] = {}
+    failures: list[BaseException] = []
+
+    def run(s: SuiteConfig) -> None:
+        start.wait()
+        try:
+            results[s.name] = run_suite(s, output_dir=str(tmp_path), show_progress=False)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the test thread below
+            failures.append(e)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in suites]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(280)
+    assert not failures, failures
+    assert set(results) == {"suite-a", "suite-b"}
+    a, b = results["suite-a"], results["suite-b"]
+    assert a.manifest.run_id != b.manifest.run_id
+    assert all(r.error is None and r.output is not None for r in a.records + b.records)
+
+    used = {s: {r.output.replica for r in res.records if r.output} for s, res in results.items()}
+    assert used["suite-a"] == used["suite-b"] and len(used["suite-a"]) == 1, used
+    (rid,) = used["suite-a"]
+
+    controller = get_controller(create=False)
+    assert ray.get(controller.replicas.remote()) == [] and ray.get(controller.users.remote()) == {}
+    final = ray.get(controller.retired.remote())[rid]
+    assert final.stats is not None
+    # it served every request of both suites, so it outlived the first suite's release
+    assert final.stats.completed == len(a.records) + len(b.records)
+    assert final.stats.peak_in_flight > 2, final.stats
