@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from omnieval._schema import Record
+from omnieval.errors import OmnievalError
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -128,11 +129,26 @@ class RunManifest(_Model):
     """Final aggregate scores."""
 
 
+class ArtifactWriteError(OmnievalError):
+    """Writing the artifact failed (disk full, permissions); the checkpoint written before keeps every record."""
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ArtifactWriteError(
+            f"could not write {path}: {e.strerror or e}; free space or fix permissions, then "
+            f"`omnieval run --resume {path.parent}` finishes from the checkpoint without re-inference"
+        ) from e
+
+
 def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
     """Atomic write: a crash mid-write never leaves a truncated manifest."""
-    tmp = run_dir / (MANIFEST + ".tmp")
-    tmp.write_text(manifest.model_dump_json(indent=2))
-    os.replace(tmp, run_dir / MANIFEST)
+    _atomic_write(Path(run_dir) / MANIFEST, lambda tmp: tmp.write_text(manifest.model_dump_json(indent=2)))
 
 
 def read_manifest(run_dir: Path) -> RunManifest:
@@ -173,10 +189,8 @@ def write_records(run_dir: Path, records: list[Record]) -> Path:
         cols["metrics"].append(json.dumps(r.metrics))
         cols["record"].append(r.model_dump_json())
     table = pa.table(cols, schema=_RECORD_SCHEMA)
-    tmp = run_dir / (RECORDS + ".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, run_dir / RECORDS)
-    return run_dir / RECORDS
+    _atomic_write(Path(run_dir) / RECORDS, lambda tmp: pq.write_table(table, tmp))
+    return Path(run_dir) / RECORDS
 
 
 def read_records(run_dir: Path) -> list[Record]:
@@ -210,10 +224,15 @@ class CheckpointWriter:
         self._f = open(Path(run_dir) / CHECKPOINT, "a", encoding="utf-8")  # noqa: SIM115
 
     def write(self, records: list[Record]) -> None:
-        for r in records:
-            self._f.write(r.model_dump_json() + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        try:
+            self._f.write("".join(r.model_dump_json() + "\n" for r in records))
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        except OSError as e:
+            raise ArtifactWriteError(
+                f"could not append to {self._f.name}: {e.strerror or e}; records up to the last complete line are "
+                f"kept; free space, then `omnieval run --resume {Path(self._f.name).parent}`"
+            ) from e
 
     def close(self) -> None:
         self._f.close()

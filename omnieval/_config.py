@@ -117,7 +117,9 @@ class ModelConfig(_Config):
 
 class BenchmarkConfig(_Config):
     name: str
-    """Registered benchmark name (``omnieval list`` shows them)."""
+    """Registered benchmark name (``omnieval list``), or the framework's own task name for other frameworks."""
+    framework: Literal["builtin", "lmeval"] = "builtin"
+    """Evaluation framework that defines the benchmark; non-builtin ones run in framework client actors."""
     limit: int | None = Field(default=None, ge=1)
     """Evaluate only the first N samples."""
     models: list[str] | None = None
@@ -128,6 +130,27 @@ class BenchmarkConfig(_Config):
     """Overrides of generation options for this benchmark."""
     metrics: list[str] | None = None
     """Metric names replacing the benchmark's native metrics (scoring only: cached responses are reused)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Benchmark-specific options (EgoMem: memory, user_input; OmniAssistBench: mode, condition; text_only)."""
+    judge: str | None = None
+    """Suite model that judges a rubric benchmark (the judge is just another pool member)."""
+
+    @property
+    def key(self) -> str:
+        """Name in results: ``<framework>:<task>`` for framework tasks; the uniform-prompt variant of a built-in
+        benchmark is ``<name>@uniform`` so both can run in one suite."""
+        if self.framework != "builtin":
+            return f"{self.framework}:{self.name}"
+        return self.name if self.prompt == "native" else f"{self.name}@uniform"
+
+
+class FrameworkEnv(_Config):
+    """Where a framework's client actors run: their own interpreter, so conflicting pins never meet."""
+
+    python: str | None = None
+    """Interpreter of a prepared venv (Ray ``py_executable``); None runs in the driver's environment."""
+    env_vars: dict[str, str] = Field(default_factory=dict)
+    """Extra environment for the actor (e.g. HF_DATASETS_OFFLINE=1)."""
 
 
 class PoolConfig(_Config):
@@ -220,6 +243,8 @@ class SuiteConfig(_Config):
     """Artifact output."""
     cache: CacheConfig = Field(default_factory=CacheConfig)
     """Response cache."""
+    frameworks: dict[str, FrameworkEnv] = Field(default_factory=dict)
+    """Per-framework environment of its client actors, keyed by framework name."""
     seed: int = 0
     """Global seed (routing, sampling)."""
 
@@ -229,10 +254,16 @@ class SuiteConfig(_Config):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"model names must be unique; duplicated: {sorted(dup)}")
+        keys = [b.key for b in self.benchmarks]
+        dup = {k for k in keys if keys.count(k) > 1}
+        if dup:
+            raise ValueError(f"benchmark listed twice with the same prompt: {sorted(dup)}; remove the duplicate")
         for i, b in enumerate(self.benchmarks):
             for m in b.models or []:
                 if m not in names:
                     raise ValueError(f"benchmarks[{i}].models names unknown model {m!r}; models are {names}")
+            if b.judge is not None and b.judge not in names:
+                raise ValueError(f"benchmarks[{i}].judge names unknown model {b.judge!r}; models are {names}")
         return self
 
 
@@ -283,8 +314,16 @@ def load_suite(path: str | Path) -> SuiteConfig:
     from omnieval.benchmarks import BENCHMARKS
 
     for i, b in enumerate(suite.benchmarks):
-        if b.name not in BENCHMARKS:
+        if b.framework == "builtin" and b.name not in BENCHMARKS:
             raise ConfigError(f"{p}: benchmarks[{i}].name: {BENCHMARKS.unknown_message(b.name)}")
+    for i, b in enumerate(suite.benchmarks):
+        if b.framework != "builtin":
+            continue
+        spec = BENCHMARKS.get(b.name)
+        if spec.judge_module and not b.judge:
+            raise ConfigError(
+                f"{p}: benchmarks[{i}].judge: {b.name} is judge-scored; set judge to one of the suite's models"
+            )
     from omnieval.metrics import METRICS
 
     for i, b in enumerate(suite.benchmarks):

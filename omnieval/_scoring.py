@@ -38,7 +38,7 @@ def score_benchmark(
         metric = make_metric(ms.name, **ms.settings)
         preds = [r.prediction_postprocessed for r in ok]
         refs = [r.label for r in ok]
-        for r, p, ref in zip(ok, preds, refs):
+        for r, p, ref in zip(ok, preds, refs, strict=True):
             r.metrics[ms.name] = float(metric.score(p, ref, r))
         # Failed samples count as wrong: a run with errors must not look better than one without.
         if ok:
@@ -68,3 +68,28 @@ def group(records: list[Record]) -> dict[tuple[str, str], list[Record]]:
     for v in out.values():
         v.sort(key=lambda r: r.index)
     return out
+
+
+def score_judged(
+    records: list[Record], spec: BenchmarkSpec, *, model: str, engine: str, judge_model: str | None,
+    controller: object, pool_cfg: object,
+) -> list[ScoreRow]:  # fmt: skip
+    """Rubric benchmarks: a pool model judges each answer; every aggregate the benchmark defines becomes a row."""
+    from omnieval._registry import import_target
+    from omnieval.verifier import make_pool_judge
+
+    assert judge_model is not None, f"{spec.name} needs a judge model"
+    judge = make_pool_judge(judge_model, controller, pool_cfg)  # type: ignore[arg-type]
+    score_records = import_target(f"{spec.judge_module}:score_records")
+    aggregate = import_target(f"{spec.judge_module}:aggregate")
+    scored = score_records(records, judge)
+    for i, r in enumerate(scored):  # the judge module returns copies: write results back in place
+        records[i].metrics, records[i].meta, records[i].error = r.metrics, r.meta, r.error
+    n_err = sum(1 for r in records if r.error is not None)
+    return [
+        ScoreRow(model=model, benchmark=spec.name, metric=name, value=None if math.isnan(v) else round(v, 4),
+                 num_samples=len(records), num_errors=n_err, engine=engine, framework=spec.framework,
+                 modality=spec.modality)  # fmt: skip
+        for name, v in aggregate(records).items()
+        if not name.startswith("n_")
+    ]

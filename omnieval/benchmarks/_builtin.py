@@ -39,4 +39,23 @@ ASDIV_TINY = BenchmarkSpec(
     description="ASDiv math word problems, 40 samples (number extraction + exact match)",
 )
 
-BUILTIN = [MMLU_TINY, ASDIV_TINY]
+def _egomem(split: str) -> BenchmarkSpec:
+    return BenchmarkSpec(
+        name=f"egomem_{split}", version="1", modality="audio", task_type="memory_dialogue",
+        data_file="egomem_sample", loader="", records_fn="omnieval.benchmarks._judged:egomem",
+        prompt_template="", uniform_prompt_template="", postprocessor="strip", metrics=(),
+        judge_module="omnieval.benchmarks.egomem", options={"split": split}, generation={"max_tokens": 128},
+        description=f"EgoMem ({split}): turn-by-turn audio dialogue with memory, judge-scored [fact, answer]",
+    )  # fmt: skip
+
+
+OMNIASSIST = BenchmarkSpec(
+    name="omniassist", version="1", modality="video", task_type="streaming_assistant",
+    data_file="omniassist_sample", loader="", records_fn="omnieval.benchmarks._judged:omniassist",
+    prompt_template="", uniform_prompt_template="", postprocessor="strip", metrics=(),
+    judge_module="omnieval.benchmarks.omniassist", options={"mode": "common"}, sequential_turns=True,
+    generation={"max_tokens": 128},
+    description="OmniAssistBench: multi-turn video+audio assistant, 2 tiers/7 tasks/16 sub-tasks, 0-5 rubric",
+)  # fmt: skip
+
+BUILTIN = [MMLU_TINY, ASDIV_TINY, _egomem("original"), _egomem("with_noise"), OMNIASSIST]

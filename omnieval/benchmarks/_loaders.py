@@ -6,12 +6,15 @@ import json
 from typing import Any
 
 from omnieval.benchmarks._spec import BenchmarkSpec
+from omnieval.errors import OmnievalUserError
 
 LETTERS = "ABCDEFGHIJ"
 
 
 def read_jsonl(spec: BenchmarkSpec) -> list[dict[str, Any]]:
     path = spec.data_path
+    if not path.is_file():
+        raise OmnievalUserError(f"benchmark {spec.name}: data file not found: {path}")
     rows = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -19,7 +22,11 @@ def read_jsonl(spec: BenchmarkSpec) -> list[dict[str, Any]]:
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{n}: corrupt JSONL row ({e.msg}); regenerate or fix the data file") from None
+            raise OmnievalUserError(
+                f"benchmark {spec.name}: {path}:{n}: corrupt JSONL row ({e.msg}); regenerate or fix the data file"
+            ) from None
+        if not isinstance(rows[-1], dict):
+            raise OmnievalUserError(f"benchmark {spec.name}: {path}:{n}: a row must be a JSON object")
     return rows
 
 

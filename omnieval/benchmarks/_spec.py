@@ -57,6 +57,14 @@ class BenchmarkSpec(BaseModel):
     """Generation overrides (e.g. max_tokens)."""
     description: str = ""
     """One line for ``omnieval list``."""
+    records_fn: str | None = None
+    """``module:function`` building Records itself (multimodal, multi-turn benchmarks) instead of the template path."""
+    judge_module: str | None = None
+    """Module with ``score_records(records, judge)`` and ``aggregate(records)`` for judge-scored (rubric) benchmarks."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Default keyword options for ``records_fn`` (split, mode, condition, ...)."""
+    sequential_turns: bool = False
+    """Turn k of a conversation needs the model's own answers to turns < k (run in waves)."""
 
     @property
     def data_path(self) -> Path:
@@ -74,9 +82,14 @@ class BenchmarkSpec(BaseModel):
         limit: int | None = None,
         prompt: Literal["native", "uniform"] = "native",
         overrides: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> list[Record]:
         from omnieval._registry import import_target
 
+        if self.records_fn is not None:
+            gen = generation.model_copy(update={**self.generation, **(overrides or {})})
+            build = import_target(self.records_fn)
+            return list(build(self, model=model, generation=gen, limit=limit, **{**self.options, **(options or {})}))
         load: Callable[[BenchmarkSpec], list[dict[str, Any]]] = import_target(self.loader)
         samples = load(self)
         if limit is not None:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from omnieval._config import ConfigError
-from omnieval.errors import OmnievalUserError
+from omnieval.errors import OmnievalError, OmnievalUserError
 
 __all__ = ["main"]
 
@@ -71,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, OmnievalUserError) as e:
         print(f"omnieval: error: {e}", file=sys.stderr)
         return 2
+    except OmnievalError as e:
+        print(f"omnieval: error: {e}", file=sys.stderr)
+        return e.exit_code
     except KeyboardInterrupt:
         print("omnieval: interrupted; resume with `omnieval run --resume <artifact dir>`", file=sys.stderr)
         return 130

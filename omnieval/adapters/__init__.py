@@ -1,0 +1,11 @@
+"""Framework adapters: lm-eval (and other frameworks) evaluated through the pool, mapped to Records."""
+
+from __future__ import annotations
+
+from omnieval._registry import Registry
+from omnieval.adapters._base import FrameworkAdapter, FrameworkResult
+
+ADAPTERS: Registry[type[FrameworkAdapter]] = Registry("evaluation framework")
+ADAPTERS.register("lmeval", "omnieval.adapters._lmeval:LMEvalAdapter")
+
+__all__ = ["ADAPTERS", "FrameworkAdapter", "FrameworkResult"]

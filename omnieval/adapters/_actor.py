@@ -1,0 +1,48 @@
+"""Framework client actors: each framework runs in its own actor, optionally in its own environment.
+
+Frameworks that conflict (lm-eval vs lmms-eval pins) never share an interpreter: a suite can give each framework a
+Ray ``runtime_env`` — typically ``py_executable`` of a prepared venv — and its actor starts there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+
+from omnieval._config import PoolConfig
+from omnieval.adapters._base import FrameworkResult
+
+
+@ray.remote(num_cpus=0)
+class FrameworkClient:
+    def __init__(self, controller: Any, pool_cfg: dict[str, Any], seed: int = 0, cache_path: str | None = None) -> None:
+        self.controller = controller
+        self.pool_cfg = PoolConfig.model_validate(pool_cfg)
+        self.seed = seed
+        self.cache_path = cache_path
+
+    def run(self, framework: str, *, task: str, options: dict[str, Any], model: str, limit: int | None,
+            generation: dict[str, Any]) -> FrameworkResult:  # fmt: skip
+        from omnieval.adapters import ADAPTERS
+        from omnieval.adapters._bridge import PoolBridge
+
+        adapter = ADAPTERS.get(framework)()
+        bridge = PoolBridge(model, self.controller, self.pool_cfg, seed=self.seed, cache_path=self.cache_path)
+        try:
+            return adapter.run(task=task, options=options, model=model, bridge=bridge, limit=limit, generation=generation)
+        finally:
+            bridge.close()
+
+    def environment(self) -> dict[str, str]:
+        """Interpreter and framework versions this actor sees (proves environments are separate)."""
+        import importlib.metadata as md
+        import sys
+
+        out = {"python": sys.executable}
+        for pkg in ("lm-eval", "lmms-eval", "ms-vlmeval", "torch", "transformers"):
+            try:
+                out[pkg] = md.version(pkg)
+            except md.PackageNotFoundError:
+                pass
+        return out

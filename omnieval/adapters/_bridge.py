@@ -1,0 +1,68 @@
+"""A synchronous facade over the async pool dispatcher, for frameworks whose model API is blocking and batched.
+
+The framework calls ``generate(batch)`` from its own thread; the batch is submitted concurrently on a private event
+loop so the pool keeps every replica busy (the framework's batch becomes in-flight requests, not a serial loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from omnieval._cache import ResponseCache, cache_key
+from omnieval._config import PoolConfig
+from pool._dispatch import Dispatcher
+from schedulers import RoutingRequest
+from serving._messages import prompt_text
+from serving._types import GenerationRequest, GenerationResult
+
+T = TypeVar("T")
+
+
+class PoolBridge:
+    def __init__(self, model: str, controller: Any, pool_cfg: PoolConfig, *, seed: int = 0,
+                 cache_path: str | None = None) -> None:  # fmt: skip
+        self.model = model
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="pool-bridge")
+        self._thread.start()
+        self.dispatcher = Dispatcher(model, controller, pool_cfg, seed=seed)
+        self.cache = ResponseCache(cache_path) if cache_path else None
+        self.sent = 0
+        self.cache_hits = 0
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    async def _one(self, req: GenerationRequest) -> GenerationResult | BaseException:
+        key = None
+        if self.cache is not None:
+            await self.dispatcher.refresh()
+            ident = self.dispatcher.model_identity()
+            if ident is not None and ident["sha256"] is not None:
+                key = cache_key(model_id=ident, messages=req.messages, options=req.options.model_dump())
+                hit = self.cache.get(key)
+                if hit is not None:
+                    self.cache_hits += 1
+                    return hit
+        routing = RoutingRequest(model=self.model, prompt_text=prompt_text(req.messages), est_tokens=req.options.max_tokens)
+        try:
+            res, _ = await self.dispatcher.submit(req, routing)
+        except Exception as e:  # noqa: BLE001 - returned per request; the framework decides what a failure means
+            return e
+        self.sent += 1
+        if key is not None and self.cache is not None:
+            self.cache.put(key, res)
+        return res
+
+    def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult | BaseException]:
+        async def all_() -> list[GenerationResult | BaseException]:
+            return list(await asyncio.gather(*(self._one(r) for r in requests)))
+
+        return self._run(all_())
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)

@@ -1,0 +1,63 @@
+"""``omnieval compare RUN_DIR...``: native vs verifier score across engines/frameworks and prompt conditions.
+
+The paper's Table 3 layout: one row per (benchmark, model, score kind), one column per (framework·engine, prompt),
+and a Δ column (max − min across columns) that shows how much the configuration moves each score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from omnieval._artifacts import RunManifest, read_manifest
+
+PROMPT_ABBR = {"native": "Sp.", "uniform": "Un."}
+
+
+def comparison(manifests: list[RunManifest]) -> tuple[list[str], list[dict[str, object]]]:
+    """Columns and rows; a row's cells map column → value (missing where a run did not cover it)."""
+    cells: dict[tuple[str, str, str], dict[str, float | None]] = defaultdict(dict)
+    columns: list[str] = []
+    for m in manifests:
+        for s in m.scores:
+            kind = "Verifier" if s.metric == "verifier" else "Native"
+            bench, _, variant = s.benchmark.partition("@")
+            col = f"{s.framework}·{s.engine} {PROMPT_ABBR[variant or 'native']}"
+            if col not in columns:
+                columns.append(col)
+            if kind == "Native" and col in cells[(bench, s.model, kind)]:
+                continue  # headline (first) native metric only
+            cells[(bench, s.model, kind)][col] = s.value
+    rows = []
+    for (bench, model, kind), vals in sorted(cells.items()):
+        present = [v for v in vals.values() if v is not None]
+        rows.append({"benchmark": bench, "model": model, "score": kind, "cells": vals,
+                     "delta": (max(present) - min(present)) if len(present) > 1 else None})  # fmt: skip
+    return columns, rows
+
+
+def cli_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="omnieval compare", description=__doc__)
+    p.add_argument("runs", nargs="+", help="run artifact directories")
+    p.add_argument("--json", dest="json_out", help="also write the table as JSON here")
+    args = p.parse_args(argv)
+    manifests = [read_manifest(Path(r)) for r in args.runs]
+    columns, rows = comparison(manifests)
+    t = Table(title="native vs verifier across engines and prompts (Sp. = benchmark-specific, Un. = uniform)")
+    for c in ["benchmark", "model", "score", *columns, "Δ"]:
+        t.add_column(c)
+    for r in rows:
+        vals = r["cells"]
+        assert isinstance(vals, dict)
+        fmt = [("—" if vals.get(c) is None else f"{vals[c]:.1f}") for c in columns]
+        delta = r["delta"]
+        t.add_row(str(r["benchmark"]), str(r["model"]), str(r["score"]), *fmt, "—" if delta is None else f"{delta:.1f}")
+    Console().print(t)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"columns": columns, "rows": rows}, indent=2))
+    return 0

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from omnieval._artifacts import RunManifest, ScoreRow
+from omnieval.compare import comparison
+
+
+def run(prompt: str, engine: str, native: float, verifier: float) -> RunManifest:
+    b = "gqa" if prompt == "native" else "gqa@uniform"
+    return RunManifest(
+        run_id=f"{engine}-{prompt}", suite_name="s", created="t", config={},
+        scores=[ScoreRow(model="m", benchmark=b, metric="exact_match", value=native, num_samples=10, engine=engine),
+                ScoreRow(model="m", benchmark=b, metric="chrf", value=1.0, num_samples=10, engine=engine),
+                ScoreRow(model="m", benchmark=b, metric="verifier", value=verifier, num_samples=10, engine=engine)],
+    )  # fmt: skip
+
+
+def test_table3_layout_and_delta() -> None:
+    cols, rows = comparison([run("native", "vllm", 61.6, 63.3), run("uniform", "vllm", 28.1, 63.9),
+                             run("native", "llamacpp", 70.4, 63.1)])  # fmt: skip
+    assert cols == ["builtin·vllm Sp.", "builtin·vllm Un.", "builtin·llamacpp Sp."]
+    by = {r["score"]: r for r in rows}
+    assert by["Native"]["cells"] == {"builtin·vllm Sp.": 61.6, "builtin·vllm Un.": 28.1, "builtin·llamacpp Sp.": 70.4}
+    assert by["Native"]["delta"] == 70.4 - 28.1  # headline metric only: chrf is not mixed in
+    assert abs(by["Verifier"]["delta"] - 0.8) < 1e-9
