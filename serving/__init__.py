@@ -11,6 +11,11 @@ from serving._types import EngineStats, GenerationRequest, GenerationResult
 ENGINES: Registry[type[Engine]] = Registry("engine")
 ENGINES.register("llamacpp", "serving._llamacpp:LlamaCppEngine")
 ENGINES.register("openai", "serving._openai:OpenAIEngine")
+ENGINES.register("simulated", "serving._simulated:SimulatedEngine")  # SIMULATED: bench/scale studies only
+ENGINES.register("vllm", "serving._vllm:VLLMEngine")
+ENGINES.register("transformers", "serving._transformers:TransformersEngine")
+ENGINES.register("sglang", "serving._sglang:SGLangEngine")
+ENGINES.register("whisper", "serving._whisper:FasterWhisperEngine")
 
 __all__ = [
     "ENGINES",

@@ -47,7 +47,7 @@ class EngineReplica:
         import ray
 
         from omnieval._config import ModelConfig
-        from serving._models import file_sha256, resolve_model
+        from serving._models import path_sha256, resolve_model
 
         self.spec = EngineSpec.model_validate(spec)
         source = ModelConfig.model_validate(
@@ -64,7 +64,7 @@ class EngineReplica:
         await self.engine.start()
         self._node_id = ray.get_runtime_context().get_node_id()
         self._path = str(path) if path else None
-        self._sha = file_sha256(path) if path and path.is_file() else None
+        self._sha = path_sha256(path) if path and path.exists() else None
         log.info("replica %s ready on node %s", self.spec.replica_id, self._node_id)
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from serving._types import EngineStats, GenerationRequest, GenerationResult

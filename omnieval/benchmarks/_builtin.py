@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from omnieval.benchmarks._spec import BenchmarkSpec, MetricSpec
+from omnieval.benchmarks._task_types import task_defaults
 
 UNIFORM = "Please answer the question in an appropriate format.\n\n"
 
@@ -59,3 +60,37 @@ OMNIASSIST = BenchmarkSpec(
 )  # fmt: skip
 
 BUILTIN = [MMLU_TINY, ASDIV_TINY, _egomem("original"), _egomem("with_noise"), OMNIASSIST]
+
+# --- speech and open QA (issue item 4); scoring comes from the task-type registry (_task_types.py) ---
+
+ASR_TINY = BenchmarkSpec(
+    name="asr_tiny", version="1", modality="audio", **task_defaults("asr"),
+    data_file="asr_tiny.jsonl", loader="omnieval.benchmarks._audio_loaders:speech_recognition",
+    prompt_template="Transcribe the speech in the audio exactly. Reply with the transcription only.",
+    uniform_prompt_template=UNIFORM + "Transcribe the audio.",
+    generation={"max_tokens": 128},
+    description="English speech, 11 clips (8 real telephone turns + 3 TTS), corpus WER on jiwer-normalised words",
+)  # fmt: skip
+
+ST_TINY = BenchmarkSpec(
+    name="st_tiny", version="1", modality="audio", **task_defaults("st"),
+    data_file="st_tiny.jsonl", loader="omnieval.benchmarks._audio_loaders:speech_translation",
+    prompt_template=(
+        "Translate the {source_lang} speech in the audio into {target_lang}. Reply with the {target_lang} "
+        "translation only."
+    ),
+    uniform_prompt_template=UNIFORM + "Translate the audio into {target_lang}.",
+    generation={"max_tokens": 128},
+    description="English speech → French text, the asr_tiny clips with project-written references (BLEU, chrF)",
+)  # fmt: skip
+
+OPENQA_TINY = BenchmarkSpec(
+    name="openqa_tiny", version="1", **task_defaults("open_qa"),
+    data_file="openqa_tiny.jsonl", loader="omnieval.benchmarks._audio_loaders:open_qa",
+    prompt_template="Answer the question with a short phrase only, no explanation.\n\nQuestion: {question}\nAnswer:",
+    uniform_prompt_template=UNIFORM + "{question}",
+    generation={"max_tokens": 32},
+    description="NQ-open, 40 short-answer questions (first line; exact match + ANLS over all aliases)",
+)  # fmt: skip
+
+BUILTIN += [ASR_TINY, ST_TINY, OPENQA_TINY]

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from omnieval._schema import GenerationOptions, Message, Record
+from omnieval._schema import GenerationOptions, Message, Record, TextContent
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -42,7 +42,8 @@ class BenchmarkSpec(BaseModel):
     data_file: str
     """Data file, relative to the package data dir or absolute."""
     loader: str
-    """``module:function`` turning (spec, rows) into sample dicts with ``fields``/``label``/``options``/``meta``."""
+    """``module:function`` turning the spec into sample dicts with ``fields``/``label``/``options``/``meta`` (and
+    optional ``media`` content entries placed before the prompt text)."""
     prompt_template: str
     """Benchmark-specific (native) prompt; ``str.format`` over the sample fields."""
     uniform_prompt_template: str
@@ -101,7 +102,9 @@ class BenchmarkSpec(BaseModel):
             messages = []
             if self.system_prompt and prompt == "native":
                 messages.append(Message.text("system", self.system_prompt))
-            messages.append(Message.text("user", template.format(**s["fields"])))
+            # Media entries (a loader's optional "media" list: AudioContent, ImageContent, ...) precede the prompt.
+            text = TextContent(value=template.format(**s["fields"]))
+            messages.append(Message(role="user", content=[*s.get("media", ()), text]))
             out.append(
                 Record(
                     benchmark=self.name,
