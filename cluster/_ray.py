@@ -24,6 +24,8 @@ def connect(cfg: RayConfig | None = None, *, log_to_driver: bool = False) -> dic
     if cfg.num_cpus:
         kwargs["num_cpus"] = cfg.num_cpus
     kwargs["include_dashboard"] = False
+    # Ray runs workers at niceness 15; here the workers *are* the workload (in-process engines), so normal priority.
+    os.environ.setdefault("RAY_worker_niceness", "0")
     if gpu := detect_gpu_resources():  # declare free GPU memory so placement can check memory estimates
         kwargs["resources"] = gpu
     ray.init(**kwargs)

@@ -39,6 +39,8 @@ if [ ! -f "$VENV/.complete" ]; then
   touch "$VENV/.complete"
   echo "venv ready in $(( $(date +%s) - t0 )) s" >&2
 fi
+# The venv outlives checkouts (CI clones anew each run): point its editable omnieval at this checkout every time.
+"$VENV/bin/pip" install -q --no-deps -e "$REPO"
 [ "$INSTALL_ONLY" = 1 ] && { echo "$VENV"; exit 0; }
 
 # CPU defaults (a GPU runner overrides nothing: the engine only applies these when no CUDA device is visible).

@@ -30,7 +30,14 @@ _DEFAULTS: dict[str, Any] = {
 
 
 def _die_with_parent() -> None:
-    """Linux: the server gets SIGTERM when the replica process dies, so a killed actor leaves no orphan engine."""
+    """Linux: the server gets SIGTERM when the replica process dies, so a killed actor leaves no orphan engine.
+
+    Ray starts workers at niceness 15; the engine is the workload, so it asks for normal priority where allowed.
+    """
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
+    except OSError:
+        pass
     try:
         import ctypes
         import signal
