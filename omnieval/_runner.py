@@ -286,7 +286,8 @@ def run_suite(
             except Exception as e:  # noqa: BLE001 - cleanup must not hide the run's own outcome
                 log.warning("pool release failed: %r", e)
 
-    manifest.benchmarks = [_bench_provenance(suite, specs[b.key], final) for b in suite.benchmarks]
+    manifest.benchmarks = [_bench_provenance(suite, specs[b.key], final) for b in suite.benchmarks if b.key in specs]
+    manifest.benchmarks += _framework_provenance(suite, fw_results, final)
     write_records(run_dir, final)
     timings["total_s"] = time.monotonic() - t_start
     manifest.timings = timings
