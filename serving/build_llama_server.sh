@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Build llama-server (real continuous batching via --parallel N) from the llama.cpp sources vendored in the
 # llama-cpp-python sdist on PyPI. Debian 12 has no llama.cpp package and prebuilt binaries cannot be fetched here.
-# GGML_LLAMAFILE=OFF keeps every matmul on the row-independent vec_dot path, so a sequence decodes bit-identically
-# whatever else shares its batch: greedy reruns under continuous batching reproduce exactly.
+# GGML_LLAMAFILE=OFF and GGML_CPU_REPACK=OFF keep every matmul on the row-independent vec_dot path (the tinyBLAS and
+# repacked gemm/gemv kernels sum in an order that depends on how many rows share the batch), so that a sequence's
+# greedy decode does not depend on what else continuous batching put beside it.
 # The binary is cached under ~/.cache/omnieval/llama-server/<version>/ so CI and later runs reuse it.
 set -euo pipefail
 VERSION="${OMNIEVAL_LLAMACPP_VERSION:-0.3.36}"
 CACHE="${OMNIEVAL_CACHE:-$HOME/.cache/omnieval}"
-BUILD_TAG="${OMNIEVAL_LLAMACPP_BUILD_TAG:-det1}"
+BUILD_TAG="${OMNIEVAL_LLAMACPP_BUILD_TAG:-det2}"
 DEST="$CACHE/llama-server/$VERSION-$(uname -m)-$BUILD_TAG"
 if [ -x "$DEST/llama-server" ]; then echo "$DEST/llama-server"; exit 0; fi
 PY="${PYTHON:-python3}"
@@ -18,7 +19,7 @@ echo "building llama-server $VERSION in $WORK (one-off, ~10-15 min on 2 cores)" 
 tar xzf "$WORK/src/llama_cpp_python-$VERSION.tar.gz" -C "$WORK/src"
 cd "$WORK/src/llama_cpp_python-$VERSION/vendor/llama.cpp"
 cmake -B build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_LLAMAFILE=OFF >&2
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_LLAMAFILE=OFF -DGGML_CPU_REPACK=OFF >&2
 cmake --build build --target llama-server -j"$(nproc)" >&2
 mkdir -p "$DEST.tmp"
 cp build/bin/llama-server "$DEST.tmp/"

@@ -24,8 +24,10 @@ def _lines(path: Path) -> int:
 
 def test_resume_after_driver_kill(quickstart_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "runs"
+    suite = tmp_path / "quickstart-nocache.yaml"  # real inference before and after the kill, not cache replay
+    suite.write_text((ROOT / "examples/quickstart.yaml").read_text() + "cache: {enabled: false}\n")
     proc = subprocess.Popen(
-        omnieval_cmd("run", "examples/quickstart.yaml", "--output-dir", str(out), "--no-progress"),
+        omnieval_cmd("run", str(suite), "--output-dir", str(out), "--no-progress"),
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
     try:
@@ -47,7 +49,7 @@ def test_resume_after_driver_kill(quickstart_run: Path, tmp_path: Path) -> None:
             for x in (run_dir / CHECKPOINT).read_text().splitlines() if x.strip().endswith("}")]  # fmt: skip
     assert len(keys) == len(set(keys)) == 40, "a sample was inferred twice or lost"
     resumed, baseline = read_manifest(run_dir), read_manifest(quickstart_run)
-    assert resumed.status == "completed"
+    assert resumed.status == "completed" and resumed.throughput["cache_hits"] == 0
     assert {(s.benchmark, s.metric): s.value for s in resumed.scores} == {
         (s.benchmark, s.metric): s.value for s in baseline.scores
     }
