@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import zlib
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -41,6 +42,7 @@ class PrefixAware(RoutingPolicy):
         max_chars_per_replica: int = 2_000_000,
         evict_to_fraction: float = 0.9,
     ) -> None:
+        self._seed = seed
         if not 0.0 <= cache_threshold <= 1.0:
             raise ValueError("cache_threshold must be in [0, 1]")
         if max_chars_per_replica < 1:
@@ -76,13 +78,17 @@ class PrefixAware(RoutingPolicy):
         with self._lock:
             matches = tree.match(request.prompt_text)
             sizes = {v.replica_id: tree.chars(v.replica_id) for v in candidates}
-        best = min(candidates, key=lambda v: (-matches.get(v.replica_id, 0), v.load, v.replica_id))
+        best = min(candidates, key=lambda v: (-matches.get(v.replica_id, 0), v.load, self._tiebreak(v.replica_id)))
         matched = matches.get(best.replica_id, 0)
         ratio = matched / len(request.prompt_text) if request.prompt_text else 0.0
         if matched == 0 or ratio < self.cache_threshold:
-            best = min(candidates, key=lambda v: (sizes[v.replica_id], v.load, v.replica_id))
+            best = min(candidates, key=lambda v: (sizes[v.replica_id], v.load, self._tiebreak(v.replica_id)))
         rest = rank_by_load([v for v in candidates if v is not best])
         return [best.replica_id, *rest]
+
+    def _tiebreak(self, replica_id: str) -> int:
+        """Seeded per-policy order among equals: clients that each see an empty tree must not all pick one replica."""
+        return zlib.crc32(f"{self._seed}:{replica_id}".encode())
 
     def on_dispatch(self, replica_id: str, request: RoutingRequest) -> None:
         tree = self.tree(request.model)

@@ -88,3 +88,12 @@ def test_ranking_edges() -> None:
     assert sorted(ranked) == ["a", "b", "c"] and ranked[1:] == sorted(ranked[1:], key={"a": 5, "b": 1, "c": 3}.get)
     with pytest.raises(ValueError):
         PrefixAware(cache_threshold=2.0)
+
+
+def test_seeded_tiebreak_spreads_new_prompts_across_policies() -> None:
+    """Each client has its own policy; with empty trees they must not all send to the lowest id."""
+    from schedulers import PrefixAware
+
+    views = [ReplicaView(f"r{i:02d}", 0) for i in range(16)]
+    firsts = {PrefixAware(seed=s).choose(views, RoutingRequest("m", "new prompt"))[0] for s in range(8)}
+    assert len(firsts) > 4

@@ -20,7 +20,7 @@ def test_ranking_is_a_rotation() -> None:
 
 
 def test_wraps_when_candidates_shrink_and_handles_edges() -> None:
-    policy = RoundRobin(seed=123)
+    policy = RoundRobin()
     four = [ReplicaView(x, 0) for x in "abcd"]
     for _ in range(3):
         policy.choose(four, REQ)
@@ -28,3 +28,10 @@ def test_wraps_when_candidates_shrink_and_handles_edges() -> None:
     assert policy.choose([ReplicaView("z", 0)], REQ) == ["z"]
     with pytest.raises(ValueError):
         policy.choose([], REQ)
+
+
+def test_seed_offsets_the_start_so_clients_do_not_rotate_in_lockstep() -> None:
+    views = [ReplicaView(f"r{i:02d}", 0) for i in range(16)]
+    starts = {RoundRobin(seed=s).choose(views, REQ)[0] for s in range(8)}
+    assert len(starts) > 4
+    assert RoundRobin(seed=3).choose(views, REQ) == RoundRobin(seed=3).choose(views, REQ)

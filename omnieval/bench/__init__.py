@@ -1,0 +1,178 @@
+"""``omnieval bench``: federated vs per-process, pool vs engine ceiling, streaming memory, SIMULATED scale study.
+
+Subcommands write ``<out>/<name>.json`` (and a PNG when matplotlib is installed) and print a summary; see
+docs/bench.md for how each is measured and docs/scale-study.md for the simulated study.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["cli_main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    from omnieval.bench._common import DEFAULT_OUT
+
+    p = argparse.ArgumentParser(prog="omnieval bench", description=__doc__)
+    sub = p.add_subparsers(dest="what", required=True)
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default: bench-results)")
+        sp.add_argument("--name", help="file stem of the JSON/PNG (default: the subcommand)")
+
+    f = sub.add_parser("federated", help="same suite per-process and federated, side by side")
+    f.add_argument("--suite", default="examples/bench.yaml")
+    f.add_argument("--threads", type=int, help="total engine threads for each mode (default: this machine's CPUs)")
+    f.add_argument("--repeats", type=int, default=1, help="side-by-side repeats (order alternates); medians reported")
+    common(f)
+
+    pl = sub.add_parser("pool", help="pool throughput vs the engine's own saturated ceiling; per-request overhead")
+    pl.add_argument("--suite", default="examples/bench.yaml")
+    pl.add_argument("--repeats", type=int, default=1)
+    pl.add_argument("--overhead-requests", type=int, default=300, help="requests for the SIMULATED instant-engine runs")
+    common(pl)
+
+    s = sub.add_parser("stream", help="driver peak RSS for 10k/100k/1M samples, streaming vs materialised")
+    s.add_argument("--sizes", default="10000,100000,1000000", help="streaming (in-process echo worker) sizes")
+    s.add_argument("--materialised-sizes", default="10000,100000", help="today's list-based dispatch, for contrast")
+    s.add_argument("--ray-sizes", default="2000,8000", help="streaming through real EvalClient actors ('' to skip)")
+    s.add_argument("--chunk-size", type=int, default=256)
+    s.add_argument("--window", type=int, default=8, help="max chunks in flight")
+    common(s)
+
+    c = sub.add_parser("calibrate", help="measure llama-server to calibrate the SIMULATED engine")
+    c.add_argument("--threads", type=int, default=1, help="llama-server -t (1: see docs/scale-study.md)")
+    c.add_argument("--parallel", default="1,2,4,8")
+    c.add_argument("--out-tokens", type=int, default=24)
+    c.add_argument("--repeats", type=int, default=3)
+    common(c)
+
+    sc = sub.add_parser("scale", help="SIMULATED scale study: routing policies at 256 replicas x 64 clients")
+    sc.add_argument("--replicas", type=int, default=256)
+    sc.add_argument("--clients", type=int, default=64)
+    sc.add_argument("--requests", type=int, default=8192, help="requests per workload")
+    sc.add_argument("--workloads", default="uniform,skewed,prefix_heavy")
+    sc.add_argument("--policies", default="p2c,round_robin,least_loaded,prefix_aware")
+    sc.add_argument("--calibration", help="JSON from `omnieval bench calibrate` (default: the shipped profile)")
+    sc.add_argument("--rpc-ms", type=float, default=2.0, help="one-way client-replica hop (from `bench pool`)")
+    sc.add_argument("--seed", type=int, default=0)
+    common(sc)
+    return p
+
+
+def _csv(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def _save(args: argparse.Namespace, data: dict[str, Any], plotter: Any) -> None:
+    from omnieval.bench._common import machine_context, write_json
+
+    data = {"bench": args.what, "context": machine_context(), **data}
+    stem = args.name or args.what
+    path = write_json(args.out / f"{stem}.json", data)
+    print(f"wrote {path}")
+    png = plotter(data, args.out / f"{stem}.png") if plotter else None
+    if png:
+        print(f"wrote {png}")
+
+
+def _cmd_federated(args: argparse.Namespace) -> int:
+    import omnieval.bench._federated as fed
+    from omnieval._config import load_suite
+    from omnieval.bench._common import cpu_count
+
+    suite = load_suite(args.suite)
+    threads = args.threads or cpu_count()
+    res = fed.bench_federated(suite, threads_total=threads, repeats=args.repeats)
+    res = {"suite": args.suite, "threads_total": threads, "repeats": args.repeats, **res}
+    for modality, s in res["summary"].items():
+        pp, fd = s["per_process"], s["federated"]
+        print(
+            f"{modality}: per-process {pp['wall_s']:.1f} s ({pp['output_tokens_per_s']:.1f} tok/s, util "
+            f"{pp['engine_utilisation']:.2f}) | federated {fd['wall_s']:.1f} s ({fd['output_tokens_per_s']:.1f} tok/s, "
+            f"util {fd['engine_utilisation']:.2f}) | speedup {s['speedup']:.2f}x (ratio of medians over {args.repeats}; "
+            f"median of paired ratios {s['speedup_median_of_pairs']:.2f}x, range {s['speedup_min_max']}; "
+            f"first-request-to-last-response {s['speedup_active']:.2f}x, end-to-end {s['speedup_e2e']:.2f}x)"
+        )
+    _save(args, res, fed.plot)
+    return 0
+
+
+def _cmd_pool(args: argparse.Namespace) -> int:
+    from omnieval._config import load_suite
+    from omnieval.bench._poolbench import bench_pool
+
+    res = bench_pool(load_suite(args.suite), repeats=args.repeats, overhead_requests=args.overhead_requests)
+    o = res["overhead_simulated_instant_engine"]
+    print(
+        f"ceiling {res['median_ceiling_tokens_per_s']:.1f} tok/s, pool {res['median_pool_tokens_per_s']:.1f} tok/s "
+        f"-> pool/ceiling {res['pool_over_ceiling']:.2f}"
+    )
+    print(
+        f"overhead (SIMULATED instant engine): concurrency 1 p50 {o['concurrency_1']['latency']['p50_ms']:.1f} ms, "
+        f"p99 {o['concurrency_1']['latency']['p99_ms']:.1f} ms; saturated {o['saturated']['requests_per_s']:.0f} req/s "
+        f"(p50 {o['saturated']['latency']['p50_ms']:.1f} ms, p99 {o['saturated']['latency']['p99_ms']:.1f} ms)"
+    )
+    d = res["matched_latency_delta"]
+    print(f"matched-request latency delta vs direct (llama-server): p50 {d['p50_ms']:.0f} ms, p99 {d['p99_ms']:.0f} ms")
+    _save(args, {"suite": args.suite, **res}, None)
+    return 0
+
+
+def _cmd_stream(args: argparse.Namespace) -> int:
+    import omnieval.bench._stream_bench as sb
+
+    plan = [("stream-local", int(n)) for n in _csv(args.sizes)]
+    plan += [("materialised", int(n)) for n in _csv(args.materialised_sizes)]
+    plan += [("stream-ray", int(n)) for n in _csv(args.ray_sizes)]
+    res = sb.bench_stream(plan, chunk_size=args.chunk_size, window=args.window)
+    for mode, g in res["growth"].items():
+        print(f"{mode}: {g['mib_per_100k_records']:+.1f} MiB per 100k records ({g['from_n']:,} -> {g['to_n']:,})")
+    _save(args, res, sb.plot)
+    return 0
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from omnieval.bench._calibrate import measure
+    from omnieval.bench._common import default_model_path
+
+    res = measure(default_model_path(), threads=args.threads, parallels=[int(x) for x in _csv(args.parallel)],
+                  out_tokens=args.out_tokens, repeats=args.repeats, log=lambda m: print(m, flush=True))  # fmt: skip
+    p = res["profile"]
+    print(
+        f"fit: step = {p['step_base_s'] * 1e3:.2f} ms + {p['step_per_seq_s'] * 1e3:.2f} ms x batch + "
+        f"{p['step_per_kv_token_s'] * 1e6:.3f} us x kv_tokens; prefill = {p['prefill_base_s'] * 1e3:.1f} ms + "
+        f"{p['prefill_per_token_s'] * 1e3:.3f} ms x uncached tokens; {p['chars_per_token']:.2f} chars/token"
+    )
+    _save(args, res, None)
+    return 0
+
+
+def _cmd_scale(args: argparse.Namespace) -> int:
+    import omnieval.bench._scale as sc
+
+    print(sc.LABEL)
+    res = sc.scale_study(replicas=args.replicas, clients=args.clients, requests=args.requests,
+                         workloads=tuple(_csv(args.workloads)), policies=tuple(_csv(args.policies)),
+                         profile=sc.load_profile(args.calibration), seed=args.seed, rpc_s=args.rpc_ms / 1000)  # fmt: skip
+    print(sc.markdown_table(res))
+    _save(args, res, sc.plot)
+    return 0
+
+
+def cli_main(argv: Sequence[str]) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = _parser().parse_args(list(argv))
+    handlers = {
+        "federated": _cmd_federated,
+        "pool": _cmd_pool,
+        "stream": _cmd_stream,
+        "calibrate": _cmd_calibrate,
+        "scale": _cmd_scale,
+    }
+    return handlers[args.what](args)

