@@ -95,3 +95,20 @@ def test_rerun_reproduces_scores(quickstart_run: Path, tmp_path: Path) -> None:
     proc = run_cli("rerun", str(quickstart_run), "--output-dir", str(tmp_path))
     assert proc.returncode == 0, f"rerun differs:\n{proc.stdout}\n{proc.stderr[-3000:]}"
     assert "identical" in proc.stdout
+
+
+def test_changing_only_a_metric_does_zero_inference(quickstart_run: Path, tmp_path: Path) -> None:
+    """Same prompts, weights, engine and generation options: every response comes from the content-addressed cache."""
+    text = (ROOT / "examples/quickstart.yaml").read_text()
+    text = text.replace("  - name: mmlu_tiny\n    limit: 20\n", "  - name: mmlu_tiny\n    limit: 20\n    metrics: [exact_match, chrf]\n")
+    suite = tmp_path / "rescore.yaml"
+    suite.write_text(text)
+    proc = run_cli("run", str(suite), "--output-dir", str(tmp_path / "runs"), "--no-progress")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from testlib.runs import artifact_from
+
+    m = read_manifest(artifact_from(proc.stdout))
+    assert m.throughput["inferred"] == 0 and m.throughput["cache_hits"] == 40
+    assert {(s.benchmark, s.metric) for s in m.scores} >= {("mmlu_tiny", "chrf"), ("mmlu_tiny", "exact_match")}
+    base = {(s.benchmark, s.metric): s.value for s in read_manifest(quickstart_run).scores}
+    assert {(s.benchmark, s.metric): s.value for s in m.scores if s.metric == "exact_match"} == base
