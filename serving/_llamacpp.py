@@ -94,9 +94,11 @@ class LlamaCppEngine(OpenAIEngine):
             raise OmnievalUserError(f"llama.cpp model file not found: {self.model_path}")
         try:
             out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
-            self._version = next((ln.strip() for ln in (out.stdout + out.stderr).splitlines() if "version" in ln), None)
+            reported = next((ln.strip() for ln in (out.stdout + out.stderr).splitlines() if "version" in ln), "unknown")
         except (OSError, subprocess.SubprocessError):
-            self._version = None
+            reported = "unknown"
+        # build flags change numerics but not --version: the cache dir name (<version>-<arch>-<tag>) says which build
+        self._version = f"{reported} [{binary.parent.name}]"
         port = free_port()
         self.base_url = f"http://127.0.0.1:{port}/v1"
         n = int(self.opts["parallel"])
