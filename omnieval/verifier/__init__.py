@@ -1,0 +1,52 @@
+"""The built-in verifier (paper §4.2, App. C) and pool-model judges for rubric benchmarks.
+
+* ``run_verifier`` judges every Record's (question, reference, raw prediction) with a GGUF judge on CPU
+  ``VerifierWorker`` actors (one llama.cpp process per NUMA node, cgroup CPU quota respected) and stores the
+  verdict in the Record; ``verifier_rows`` turns verdicts into one ``verifier`` ScoreRow on [0, 100] per benchmark.
+* ``make_pool_judge`` makes a pool model a ``JudgeFn`` (the judge is just another pool member).
+* ``evaluate_labelled`` measures a judge's accuracy on the labelled set shipped in ``data/``.
+"""
+
+from __future__ import annotations
+
+from omnieval.verifier._cpu import WorkerSlot, cgroup_cpu_limit, numa_nodes, parse_cpulist, plan_workers
+from omnieval.verifier._judge import JudgeFn, PoolJudge, make_pool_judge
+from omnieval.verifier._labelled import LABELLED_PATH, confusion, evaluate_labelled, load_labelled
+from omnieval.verifier._parse import ParsedVerdict, parse_rating
+from omnieval.verifier._prompt import VERIFIER_PROMPT, Triple, build_prompt, record_triple, reference_text
+from omnieval.verifier._run import (
+    Verdict,
+    VerifierPool,
+    judge_triples,
+    judge_with_retries,
+    run_verifier,
+    verifier_rows,
+)
+
+__all__ = [
+    "LABELLED_PATH",
+    "VERIFIER_PROMPT",
+    "JudgeFn",
+    "ParsedVerdict",
+    "PoolJudge",
+    "Triple",
+    "Verdict",
+    "VerifierPool",
+    "WorkerSlot",
+    "build_prompt",
+    "cgroup_cpu_limit",
+    "confusion",
+    "evaluate_labelled",
+    "judge_triples",
+    "judge_with_retries",
+    "load_labelled",
+    "make_pool_judge",
+    "numa_nodes",
+    "parse_cpulist",
+    "parse_rating",
+    "plan_workers",
+    "record_triple",
+    "reference_text",
+    "run_verifier",
+    "verifier_rows",
+]

