@@ -135,6 +135,8 @@ class BenchmarkConfig(_Config):
     """Benchmark-specific options (EgoMem: memory, user_input; OmniAssistBench: mode, condition; text_only)."""
     judge: str | None = None
     """Suite model that judges a rubric benchmark (the judge is just another pool member)."""
+    judge_max_tokens: int = Field(default=256, ge=1)
+    """Token budget of each judge reply (rubric verdicts are short)."""
 
     @property
     def key(self) -> str:

@@ -390,7 +390,7 @@ def _score(
         if spec.judge_module:
             cfg = _cfg(suite, bench)
             rows += score_judged(recs, spec, model=model, engine=engines[model], judge_model=cfg.judge,
-                                 controller=controller, pool_cfg=suite.pool)  # fmt: skip
+                                 controller=controller, pool_cfg=suite.pool, max_tokens=cfg.judge_max_tokens)  # fmt: skip
         else:
             rows += score_benchmark(recs, spec, model=model, engine=engines[model])
     return rows

@@ -72,14 +72,14 @@ def group(records: list[Record]) -> dict[tuple[str, str], list[Record]]:
 
 def score_judged(
     records: list[Record], spec: BenchmarkSpec, *, model: str, engine: str, judge_model: str | None,
-    controller: object, pool_cfg: object,
+    controller: object, pool_cfg: object, max_tokens: int = 256,
 ) -> list[ScoreRow]:  # fmt: skip
     """Rubric benchmarks: a pool model judges each answer; every aggregate the benchmark defines becomes a row."""
     from omnieval._registry import import_target
     from omnieval.verifier import make_pool_judge
 
     assert judge_model is not None, f"{spec.name} needs a judge model"
-    judge = make_pool_judge(judge_model, controller, pool_cfg)  # type: ignore[arg-type]
+    judge = make_pool_judge(judge_model, controller, pool_cfg, max_tokens=max_tokens)  # type: ignore[arg-type]
     score_records = import_target(f"{spec.judge_module}:score_records")
     aggregate = import_target(f"{spec.judge_module}:aggregate")
     scored = score_records(records, judge)

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 
 def test_seed_benchmarks_run_and_every_turn_is_scored_or_errored(tmp_path: Path) -> None:
-    proc = run_cli("run", "examples/seed_benchmarks.yaml", "--output-dir", str(tmp_path), "--no-progress")
+    proc = run_cli("run", "examples/seed_benchmarks.yaml", "--output-dir", str(tmp_path), "--no-progress", timeout=1700)
     assert proc.returncode == 0, proc.stderr[-4000:]
     run = artifact_from(proc.stdout)
     records = read_records(run)
