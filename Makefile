@@ -24,6 +24,7 @@ demo: setup
 test: setup
 	bash scripts/install_browser.sh $(VENV)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+	bash scripts/ci_vllm.sh
 
 # Local iteration: skip real-engine end-to-end tests (CI runs everything).
 test-fast: setup

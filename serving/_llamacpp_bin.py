@@ -11,7 +11,7 @@ from pathlib import Path
 from omnieval.errors import OmnievalUserError
 
 LLAMACPP_VERSION = "0.3.36"  # llama-cpp-python sdist whose vendored llama.cpp we build
-BUILD_TAG = "det1"  # build flags (GGML_LLAMAFILE=OFF: batch-invariant kernels); bump when the flags change
+BUILD_TAG = "det2"  # build flags (no llamafile sgemm, no repacked kernels: batch-invariant); bump when flags change
 BUILD_SCRIPT = Path(__file__).with_name("build_llama_server.sh")
 
 
