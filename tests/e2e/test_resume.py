@@ -12,7 +12,7 @@ import pytest
 from testlib.ray_head import wait_until
 from testlib.runs import ROOT, artifact_from, omnieval_cmd, run_cli
 
-from omnieval import read_manifest, read_records
+from omnieval import Record, read_manifest, read_records
 from omnieval._artifacts import CHECKPOINT
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
@@ -37,8 +37,8 @@ def test_resume_after_driver_kill(quickstart_run: Path, tmp_path: Path) -> None:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its local Ray die like a crashed job
         proc.wait(timeout=60)
-    rows = [json.loads(x) for x in (run_dir / CHECKPOINT).read_text().splitlines() if x.strip().endswith("}")]
-    before = {(r["model"], r["benchmark"], r["index"]): r["output"]["text"]["prediction"][0] for r in rows}
+    rows = [Record.model_validate_json(x) for x in (run_dir / CHECKPOINT).read_text().splitlines() if x.strip().endswith("}")]
+    before = {r.key: r.prediction for r in rows}
     done_before = set(before)
     assert 8 <= len(done_before) < 40
     assert read_manifest(run_dir).status == "running"
