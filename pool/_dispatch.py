@@ -37,16 +37,21 @@ class Dispatcher:
         self._outstanding: dict[str, int] = {}
         self._limiters: dict[str, AIMDLimiter] = {}
         self._cond = asyncio.Condition()
+        self._refresh_lock = asyncio.Lock()
         self._last_refresh = 0.0
         self.stats = {"sent": 0, "retries": 0, "failed": 0}
 
     async def refresh(self, force: bool = False) -> None:
         """Re-read the replica set (new replicas from scale-out, health changes)."""
-        now = time.monotonic()
-        if not force and now - self._last_refresh < 1.0:
-            return
-        self._last_refresh = now
-        infos: list[ReplicaInfo] = await self.controller.replicas.remote(self.model)
+        async with self._refresh_lock:  # concurrent callers wait for the one refresh instead of seeing no replicas
+            now = time.monotonic()
+            if not force and now - self._last_refresh < 1.0 and self._replicas:
+                return
+            self._last_refresh = now
+            infos: list[ReplicaInfo] = await self.controller.replicas.remote(self.model)
+            await self._apply(infos)
+
+    async def _apply(self, infos: list[ReplicaInfo]) -> None:
         from ray import serve
 
         async with self._cond:
