@@ -23,6 +23,7 @@ _DEFAULTS: dict[str, Any] = {
     "ctx_per_slot": 2048,
     "threads": None,
     "batch_size": 512,
+    "flash_attn": "off",
     "startup_timeout_s": 180.0,
     "timeout_s": 300.0,
     "extra_args": [],
@@ -55,7 +56,11 @@ def free_port() -> int:
 
 class LlamaCppEngine(OpenAIEngine):
     """``--parallel`` slots share one KV cache of ``parallel × ctx_per_slot`` tokens; requests beyond the slots
-    queue inside llama-server, which is why the pool caps in-flight per replica at the slot count."""
+    queue inside llama-server, which is why the pool caps in-flight per replica at the slot count.
+
+    ``flash_attn`` defaults to off: the CPU flash-attention kernel's chunked softmax depends on how much KV a slot
+    holds, so greedy outputs changed with what continuous batching and the prompt cache did; with it off (and the
+    det2 build) two runs of the quickstart gave identical predictions."""
 
     name: ClassVar[str] = "llamacpp"
 
@@ -105,7 +110,8 @@ class LlamaCppEngine(OpenAIEngine):
         cmd = [
             str(binary), "-m", str(self.model_path), "--host", "127.0.0.1", "--port", str(port),
             "-t", str(self._threads()), "-c", str(n * int(self.opts["ctx_per_slot"])), "--parallel", str(n),
-            "-b", str(self.opts["batch_size"]), "--no-webui", *map(str, self.opts["extra_args"]),
+            "-b", str(self.opts["batch_size"]), "-fa", str(self.opts["flash_attn"]), "--no-webui",
+            *map(str, self.opts["extra_args"]),
         ]  # fmt: skip
         fd, log = tempfile.mkstemp(prefix=f"llama-server-{self._stats.replica_id}-", suffix=".log")
         self._log_path = Path(log)
