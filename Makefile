@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.omnieval-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-fast lint clean
+.PHONY: setup demo test test-fast test-frameworks lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ test: setup
 	bash scripts/install_browser.sh $(VENV)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	bash scripts/ci_vllm.sh
+
+# lmms-eval / VLMEvalKit adapters inside their own cached venvs (~7 GB each, built once).
+test-frameworks: setup
+	bash scripts/ci_frameworks.sh
 
 # Local iteration: skip real-engine end-to-end tests (CI runs everything).
 test-fast: setup

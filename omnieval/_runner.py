@@ -215,6 +215,8 @@ def run_suite(
     try:
         t0 = time.monotonic()
         needed = {r.model for r in todo} | {b.judge for b in suite.benchmarks if b.judge}
+        needed |= {m.name for b in suite.benchmarks if b.framework != "builtin" for m in suite.models
+                   if (b.models is None or m.name in b.models) and not _fw_file(run_dir, b.key, m.name).exists()}  # fmt: skip
         replicas = []
         for m in suite.models:
             if m.name in needed:

@@ -7,5 +7,7 @@ from omnieval.adapters._base import FrameworkAdapter, FrameworkResult
 
 ADAPTERS: Registry[type[FrameworkAdapter]] = Registry("evaluation framework")
 ADAPTERS.register("lmeval", "omnieval.adapters._lmeval:LMEvalAdapter")
+ADAPTERS.register("lmms", "omnieval.adapters._lmms:LMMSEvalAdapter")
+ADAPTERS.register("vlmeval", "omnieval.adapters._vlmeval:VLMEvalAdapter")
 
 __all__ = ["ADAPTERS", "FrameworkAdapter", "FrameworkResult"]

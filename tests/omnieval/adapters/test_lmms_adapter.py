@@ -1,0 +1,186 @@
+"""lmms-eval through the pool: images travel as OpenAI image_url parts, Records keep them as files, scores are lmms-eval's.
+
+lmms-eval (torch, transformers, filelock<4) lives in its own venv, so most tests here run there and skip elsewhere:
+
+    PY=$(scripts/make_framework_venv.sh lmms)      # builds ~/.cache/omnieval/venv-lmms-<version> once (~7 GB)
+    HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 $PY -m pytest tests/omnieval/adapters/test_lmms_adapter.py
+
+The two-environment tests (``-k "own_interpreter or two_environments"``) run from the MAIN venv instead — lm-eval in
+the driver's interpreter, lmms-eval in the framework venv (``OMNIEVAL_LMMS_PYTHON`` overrides where it is) — and skip
+inside the framework venv or when it is not built. ``scripts/ci_frameworks.sh`` runs all of it.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from testlib.fake_vlm import answer, colour_of, fake_vlm
+from testlib.runs import ROOT, artifact_from, run_cli
+
+from omnieval import read_manifest, read_records
+from omnieval._schema import ImageContent
+from serving._types import GenerationRequest, GenerationResult
+
+OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+LMMS_PY = Path(os.environ.get("OMNIEVAL_LMMS_PYTHON", "~/.cache/omnieval/venv-lmms-0.7.3/bin/python")).expanduser()
+LMMS_READY = (LMMS_PY.parents[1] / ".complete").exists()  # make_framework_venv.sh stamps a finished install
+
+
+def _need_driver_venv_and_lmms_venv() -> None:
+    """The two-environment tests only prove something from the main venv, with the lmms venv built."""
+    if importlib.util.find_spec("lmms_eval") is not None:
+        pytest.skip("run from the main venv: here lmms-eval shares the driver's interpreter")
+    if not LMMS_READY:
+        pytest.skip(f"no lmms venv at {LMMS_PY}: build it with scripts/make_framework_venv.sh lmms")
+
+
+class FakeBridge:
+    """Stands in for ``PoolBridge``: answers like a VLM and keeps what it was sent (no Ray, no engine)."""
+
+    def __init__(self) -> None:
+        self.requests: list[GenerationRequest] = []
+
+    def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult | BaseException]:
+        self.requests += requests
+        return [GenerationResult(request_id=r.request_id, text=answer(r.messages), replica_id="fake/0",
+                                 completion_tokens=1) for r in requests]  # fmt: skip
+
+
+def test_record_messages_store_images_as_cached_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs everywhere: the data URI sent to the engine becomes a small content-addressed file in the Record."""
+    from omnieval.adapters._media import record_messages
+    from serving._messages import to_openai
+
+    monkeypatch.setenv("OMNIEVAL_CACHE", str(tmp_path))
+    png = (ROOT / "omnieval/benchmarks/data/lmms/tiny_shapes/images/shape_0.png").read_bytes()
+    uri = "data:image/png;base64," + base64.b64encode(png).decode()
+    msgs = record_messages([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": uri}},
+                                                         {"type": "text", "text": "colour?"}]}])  # fmt: skip
+    img = msgs[0].content[0]
+    assert isinstance(img, ImageContent) and Path(img.value).parent == tmp_path / "media"
+    assert Path(img.value).read_bytes() == png and img.value.endswith(".png")
+    # and the Record replays to the same request the engine got
+    assert to_openai(msgs)[0]["content"][0]["image_url"]["url"] == uri
+
+
+def test_tiny_shapes_resolves_offline_and_data_files_override(tmp_path: Path) -> None:
+    pytest.importorskip("lmms_eval", reason="needs the lmms venv: scripts/make_framework_venv.sh lmms")
+    from omnieval.adapters._lmms import task_manager
+    from omnieval.errors import OmnievalUserError
+
+    tm, name = task_manager("tiny_shapes", {}, tmp_path)
+    assert name == "tiny_shapes" and "tiny_shapes" in tm.all_tasks
+    data = ROOT / "omnieval/benchmarks/data/lmms/tiny_shapes/test.jsonl"
+    tm, name = task_manager("tiny_shapes", {"data_files": {"test": str(data)}}, tmp_path)
+    assert name == "tiny_shapes_local" and name in tm.all_tasks
+    assert yaml.safe_load((tmp_path / "tiny_shapes_local.yaml").read_text())["dataset_kwargs"]["data_files"][
+        "test"
+    ] == str(data)
+    with pytest.raises(OmnievalUserError, match="no task 'tiny_shapez'"):
+        task_manager("tiny_shapez", {"include_path": str(tmp_path)}, tmp_path)
+
+
+def test_lmms_adapter_sends_images_and_keeps_lmms_scores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("lmms_eval", reason="needs the lmms venv: scripts/make_framework_venv.sh lmms")
+    from omnieval.adapters._lmms import LMMSEvalAdapter
+
+    monkeypatch.setenv("OMNIEVAL_CACHE", str(tmp_path))
+    for k, v in OFFLINE.items():
+        monkeypatch.setenv(k, v)
+    bridge = FakeBridge()
+    res = LMMSEvalAdapter().run(task="tiny_shapes", options={}, model="fake-vlm", bridge=bridge, limit=None,
+                                generation={"max_tokens": 16})  # fmt: skip
+    # the pool was asked with typed parts: the image as a base64 image_url, then the question
+    assert len(bridge.requests) == 8
+    for req in bridge.requests:
+        kinds = [p["type"] for p in req.messages[0]["content"]]
+        assert kinds == ["image_url", "text"] and req.messages[0]["content"][0]["image_url"]["url"].startswith(
+            "data:image/png;base64,"
+        )
+        assert req.options.max_tokens == 16  # the task's max_new_tokens
+    # lmms-eval scored the answers itself; all are right only because every image arrived intact
+    assert [(s.metric, s.value, s.framework, s.modality) for s in res.scores] == [
+        ("exact_match/none", 100.0, "lmms", "image")
+    ]
+    assert res.versions["lmms-eval"] and res.versions["torch"]
+    labels = [r.label for r in res.records]
+    assert len(res.records) == 8 and labels[:3] == ["red", "green", "blue"]
+    for r in res.records:
+        img = r.messages[0].content[0]
+        assert isinstance(img, ImageContent) and Path(img.value).exists() and r.modalities() == {"image", "text"}
+        uri = "data:image/png;base64," + base64.b64encode(Path(img.value).read_bytes()).decode()
+        assert colour_of(uri) == r.label and r.prediction == r.label and r.metrics == {"exact_match/none": 1.0}
+        assert r.output and r.output.replica == "fake/0" and len(r.model_dump_json()) < 2000  # paths, not base64
+
+
+def test_lmms_framework_actor_runs_in_its_own_interpreter() -> None:
+    """From the main venv: a FrameworkClient given the lmms venv's python really runs there (its torch, no lm-eval
+    pins leaking in), while the default one runs in the driver's interpreter."""
+    _need_driver_venv_and_lmms_venv()
+    code = (
+        "import json, sys, ray\n"
+        "from omnieval.adapters._actor import FrameworkClient\n"
+        "ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)\n"
+        "main = FrameworkClient.remote(None, {})\n"
+        f"lmms = FrameworkClient.options(runtime_env={{'py_executable': {str(LMMS_PY)!r}}}).remote(None, {{}})\n"
+        "print(json.dumps({'driver': sys.executable, 'main': ray.get(main.environment.remote()),"
+        " 'lmms': ray.get(lmms.environment.remote())}))\n"
+        "ray.shutdown()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    env: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert env["lmms"]["python"] == str(LMMS_PY) and "lmms-eval" in env["lmms"] and "torch" in env["lmms"]
+    assert env["main"]["python"] == env["driver"] != env["lmms"]["python"]
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_lmeval_and_lmms_in_one_suite_two_environments(tmp_path: Path) -> None:
+    """examples/frameworks.yaml: lm-eval gsm8k on SmolLM2 in the driver's venv, lmms-eval tiny_shapes in its own venv
+    on an OpenAI-compatible VLM endpoint; both land in one manifest, and the engine saw the images."""
+    pytest.importorskip("lm_eval", reason="needs the lmeval extra in the main venv: pip install 'omnieval[lmeval]'")
+    _need_driver_venv_and_lmms_venv()
+    with fake_vlm() as vlm:
+        suite = yaml.safe_load((ROOT / "examples/frameworks.yaml").read_text())
+        vlm_model = next(m for m in suite["models"] if m["name"] == "vlm")
+        vlm_model["source"]["base_url"] = vlm.base_url
+        suite["frameworks"]["lmms"]["python"] = str(LMMS_PY)
+        cfg = tmp_path / "suite.yaml"
+        cfg.write_text(yaml.safe_dump(suite))
+        proc = run_cli(
+            "run", str(cfg), "--output-dir", str(tmp_path), "--no-progress", env=OFFLINE
+        )  # relative data: cwd=ROOT
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        sent = vlm.image_parts()
+    run = artifact_from(proc.stdout)
+    m = read_manifest(run)
+    by_bench = {(s.benchmark, s.metric): s for s in m.scores}
+    assert {"exact_match/strict-match", "exact_match/flexible-extract"} <= {
+        mt for b, mt in by_bench if b == "lmeval:gsm8k"
+    }
+    lmms = by_bench[("lmms:tiny_shapes", "exact_match/none")]
+    assert lmms.framework == "lmms" and lmms.engine == "openai" and lmms.value == 100.0 and lmms.modality == "image"
+    # the engine received every image as an image_url part (8 samples), and the Records hold them as files
+    assert len(sent) == 8 and all(p["image_url"]["url"].startswith("data:image/png;base64,") for p in sent)
+    recs = [r for r in read_records(run) if r.benchmark == "lmms:tiny_shapes"]
+    for r in recs:
+        img = r.messages[0].content[0]
+        assert isinstance(img, ImageContent) and r.prediction == r.label
+        assert colour_of("data:image/png;base64," + base64.b64encode(Path(img.value).read_bytes()).decode()) == r.label
+    assert any(r.benchmark == "lmeval:gsm8k" for r in read_records(run))
+    # each framework ran in its own interpreter: lmms-eval (not importable in the driver's venv) reports its venv's
+    # torch; lm-eval reports none (test_lmms_framework_actor_runs_in_its_own_interpreter checks the interpreters)
+    lmms_res = json.loads(next(run.glob("framework-lmms_tiny_shapes-*.json")).read_text())
+    lmeval_res = json.loads(next(run.glob("framework-lmeval_gsm8k-*.json")).read_text())
+    assert "torch" in lmms_res["versions"] and "torch" not in lmeval_res["versions"]
