@@ -73,6 +73,10 @@ class BenchmarkSpec(BaseModel):
         return p if p.is_absolute() else DATA_DIR / p
 
     def data_sha256(self) -> str:
+        if self.data_path.is_dir():  # multimodal samples: every file, by relative path and content
+            from serving._models import path_sha256
+
+            return path_sha256(self.data_path)
         return hashlib.sha256(self.data_path.read_bytes()).hexdigest()
 
     def records(
