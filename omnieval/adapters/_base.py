@@ -27,6 +27,24 @@ class FrameworkResult(BaseModel):
     """The framework's own results block, kept for inspection."""
 
 
+def harness_scores(
+    results: dict[str, Any], *, model: str, benchmark: str, records: list[Record], framework: str,
+    unit_metrics: set[str], modality: str = "text",
+) -> list[ScoreRow]:  # fmt: skip
+    """lm-eval-style ``{"metric,filter": value}`` results → ScoreRows (shared by lm-eval and its fork lmms-eval);
+    metrics the harness reports on 0–1 are scaled to omnieval's 0–100."""
+    rows = []
+    n_err = sum(1 for r in records if r.error)
+    for key, value in results.items():
+        if "," not in key or "_stderr" in key or not isinstance(value, (int, float)):
+            continue
+        metric, filt = key.split(",", 1)
+        scale = 100.0 if metric in unit_metrics else 1.0
+        rows.append(ScoreRow(model=model, benchmark=benchmark, metric=f"{metric}/{filt}", value=round(scale * value, 4),
+                             num_samples=len(records), num_errors=n_err, framework=framework, modality=modality))  # fmt: skip
+    return rows
+
+
 class FrameworkAdapter(ABC):
     name: ClassVar[str]
     pip_line: ClassVar[str]

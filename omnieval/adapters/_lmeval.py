@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from omnieval._artifacts import ScoreRow
 from omnieval._schema import GenerationOptions, Message, Output, Record, RecordError, TextOutput, Usage
-from omnieval.adapters._base import FrameworkAdapter, FrameworkResult
+from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, harness_scores
 from omnieval.errors import MissingDependencyError, OmnievalUserError
 from serving._types import GenerationRequest, GenerationResult
 
@@ -138,15 +137,8 @@ class LMEvalAdapter(FrameworkAdapter):
         name = next(iter(res["results"]))
         bench = f"lmeval:{task}"
         records = self._records(res["samples"][name], lm, bench=bench, model=model)
-        scores = []
-        for key, value in res["results"][name].items():
-            if "," not in key or "_stderr" in key or not isinstance(value, (int, float)):
-                continue
-            metric, filt = key.split(",", 1)
-            scale = 100.0 if metric in _UNIT_METRICS else 1.0
-            scores.append(ScoreRow(model=model, benchmark=bench, metric=f"{metric}/{filt}", value=round(scale * value, 4),
-                                   num_samples=len(records), num_errors=sum(1 for r in records if r.error),
-                                   framework="lmeval"))  # fmt: skip
+        scores = harness_scores(res["results"][name], model=model, benchmark=bench, records=records,
+                                framework="lmeval", unit_metrics=_UNIT_METRICS)  # fmt: skip
         return FrameworkResult(
             records=records, scores=scores, versions={"lm-eval": getattr(lm_eval, "__version__", "?")},
             raw={"results": res["results"], "configs": json.loads(json.dumps(res.get("configs", {}), default=str))},

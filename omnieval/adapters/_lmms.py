@@ -15,9 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, ClassVar
 
-from omnieval._artifacts import ScoreRow
 from omnieval._schema import GenerationOptions, Output, Record, RecordError, TextOutput, Usage
-from omnieval.adapters._base import FrameworkAdapter, FrameworkResult
+from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, harness_scores
 from omnieval.adapters._media import modality, record_messages
 from omnieval.errors import MissingDependencyError, OmnievalUserError
 from serving._types import GenerationRequest, GenerationResult
@@ -144,15 +143,8 @@ class LMMSEvalAdapter(FrameworkAdapter):
             raise OmnievalUserError(f"lmms-eval returned no results for {task!r}")
         bench = f"lmms:{task}"
         records = self._records(res["samples"][name], lm, res["results"][name], name=name, bench=bench, model=model)
-        scores = []
-        for key, value in res["results"][name].items():
-            if "," not in key or "_stderr" in key or not isinstance(value, (int, float)):
-                continue
-            metric, filt = key.split(",", 1)
-            scale = 100.0 if metric in _UNIT_METRICS else 1.0
-            scores.append(ScoreRow(model=model, benchmark=bench, metric=f"{metric}/{filt}", value=round(scale * value, 4),
-                                   num_samples=len(records), num_errors=sum(1 for r in records if r.error),
-                                   framework="lmms", modality=modality(records)))  # fmt: skip
+        scores = harness_scores(res["results"][name], model=model, benchmark=bench, records=records,
+                                framework="lmms", unit_metrics=_UNIT_METRICS, modality=modality(records))  # fmt: skip
         return FrameworkResult(
             records=records, scores=scores, versions={"lmms-eval": _version("lmms-eval"), "torch": _version("torch")},
             raw={"results": json.loads(json.dumps(res["results"], default=str)),
