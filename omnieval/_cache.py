@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -56,6 +57,13 @@ class ResponseCache:
 
 
 def default_cache_path() -> Path:
+    """``$OMNIEVAL_RESPONSE_CACHE`` if set, else ``<cache dir>/responses.sqlite``.
+
+    The variable moves only the responses, not the models and engine builds beside them: a test session (or a user
+    comparing engine builds) gets a cache of its own without rebuilding llama-server or refetching weights.
+    """
+    if env := os.environ.get("OMNIEVAL_RESPONSE_CACHE"):
+        return Path(env)
     from serving._models import cache_dir
 
     return cache_dir() / "responses.sqlite"

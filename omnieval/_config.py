@@ -223,7 +223,7 @@ class CacheConfig(_Config):
     enabled: bool = True
     """Reuse cached responses; ``omnieval rerun`` and benchmarks always bypass it."""
     path: str | None = None
-    """SQLite file; None means ``~/.cache/omnieval/responses.sqlite``."""
+    """SQLite file; None means ``$OMNIEVAL_RESPONSE_CACHE``, else ``~/.cache/omnieval/responses.sqlite``."""
 
 
 class OutputConfig(_Config):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing as mp
 from pathlib import Path
 
+import pytest
+
 from omnieval._cache import ResponseCache, cache_key
 from serving._types import GenerationResult
 
@@ -44,3 +46,14 @@ def test_concurrent_writers_in_processes(tmp_path: Path) -> None:
         hit = cache.get(f"k{i}")
         assert hit is not None and hit.text == f"text {i}"
     assert cache.get("missing") is None
+
+
+def test_default_path_moves_with_env_but_models_stay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from omnieval._cache import default_cache_path
+    from serving._models import cache_dir
+
+    monkeypatch.setenv("OMNIEVAL_CACHE", str(tmp_path / "root"))
+    monkeypatch.delenv("OMNIEVAL_RESPONSE_CACHE", raising=False)
+    assert default_cache_path() == tmp_path / "root" / "responses.sqlite"
+    monkeypatch.setenv("OMNIEVAL_RESPONSE_CACHE", str(tmp_path / "mine.sqlite"))
+    assert default_cache_path() == tmp_path / "mine.sqlite" and cache_dir() == tmp_path / "root"

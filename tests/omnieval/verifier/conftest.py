@@ -1,4 +1,8 @@
-"""One private local Ray for all verifier tests that need it (each start costs seconds on a 2-core machine)."""
+"""One private local Ray per verifier test module that needs it.
+
+Module scope, not session: a session-wide Ray outlived these tests and made later modules that start their own
+(multi-node ``Cluster``) fail with "ray.init twice". Package scope does not help, as tests/ has no ``__init__.py``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_local() -> Iterator[None]:
     import ray
 
