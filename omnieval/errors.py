@@ -45,3 +45,15 @@ class ReplicaDead(OmnievalError):
 
 class PlacementError(OmnievalUserError):
     """No node can host a replica; raised at once instead of waiting forever for resources."""
+
+
+def clip(text: str, limit: int = 2000) -> str:
+    """At most ``limit`` characters, keeping the head and the tail.
+
+    Wrapped errors (a Serve deploy failure holding a traceback holding an engine log) put the cause last, so cutting
+    only the tail would keep the framing and drop the reason.
+    """
+    if len(text) <= limit:
+        return text
+    head = limit // 4
+    return f"{text[:head]} […{len(text) - limit} chars…] {text[-(limit - head):]}"

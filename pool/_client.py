@@ -11,7 +11,7 @@ import ray
 from omnieval._cache import ResponseCache, cache_key
 from omnieval._config import PoolConfig
 from omnieval._schema import Output, Record, RecordError, TextOutput, Usage
-from omnieval.errors import RequestFailed
+from omnieval.errors import RequestFailed, clip
 from pool._dispatch import Dispatcher
 from schedulers import RoutingRequest
 from serving._messages import prompt_text, to_openai
@@ -70,7 +70,7 @@ class EvalClient:
             res, attempts = await d.submit(req, routing)
         except Exception as e:  # noqa: BLE001 - any exhausted failure is recorded on the sample, never dropped
             cause = getattr(e, "cause", None) or e
-            rec.error = RecordError(kind=_error_kind(cause), message=str(cause)[:2000], attempts=self.cfg.max_retries + 1)  # type: ignore[arg-type]
+            rec.error = RecordError(kind=_error_kind(cause), message=clip(str(cause)), attempts=self.cfg.max_retries + 1)  # type: ignore[arg-type]
             rec.latency = time.monotonic() - t0
             return rec
         if key is not None and self.cache is not None:

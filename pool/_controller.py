@@ -19,7 +19,7 @@ from typing import Any
 import ray
 from pydantic import BaseModel, ConfigDict
 
-from omnieval.errors import PlacementError, ReplicaDead
+from omnieval.errors import PlacementError, ReplicaDead, clip
 from pool._autoscaler import ScaleResult, plan_scaling
 from pool._types import ReplicaInfo
 from serving._types import EngineStats
@@ -222,9 +222,9 @@ class PoolController:
             parts = [st.message, *(d.message for d in st.deployments.values())] if st is not None else []
             msg = "; ".join(p for p in parts if p)
             if status in ("DEPLOY_FAILED", "UNHEALTHY"):
-                raise ReplicaDead(f"replica {rid} failed to start: {msg[:2000]}", replica_id=rid)
+                raise ReplicaDead(f"replica {rid} failed to start: {clip(msg)}", replica_id=rid)
             if time.monotonic() > deadline:
-                raise PlacementError(f"replica {rid} not running after {self._deploy_timeout_s:g}s: {msg[:2000]}")
+                raise PlacementError(f"replica {rid} not running after {self._deploy_timeout_s:g}s: {clip(msg)}")
             if self._stop.wait(0.25):  # Serve has no completion event to await; bounded by the deadline above
                 raise ReplicaDead(f"pool controller shut down while {rid} started", replica_id=rid)
 

@@ -60,7 +60,7 @@ class LlamaCppEngine(OpenAIEngine):
 
     ``flash_attn`` defaults to off: the CPU flash-attention kernel's chunked softmax depends on how much KV a slot
     holds, so greedy outputs changed with what continuous batching and the prompt cache did; with it off (and the
-    det2 build) two runs of the quickstart gave identical predictions."""
+    det2/det3 build) two runs of the quickstart gave identical predictions."""
 
     name: ClassVar[str] = "llamacpp"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import shutil
@@ -11,13 +12,30 @@ from pathlib import Path
 from omnieval.errors import OmnievalUserError
 
 LLAMACPP_VERSION = "0.3.36"  # llama-cpp-python sdist whose vendored llama.cpp we build
-BUILD_TAG = "det2"  # build flags (no llamafile sgemm, no repacked kernels: batch-invariant); bump when flags change
+# build flags (no llamafile sgemm, no repacked kernels, no AMX: batch-invariant and AMX-safe); bump when flags change
+BUILD_TAG = "det3"
 BUILD_SCRIPT = Path(__file__).with_name("build_llama_server.sh")
+
+
+def cpu_key() -> str:
+    """Short hash of the CPU's feature flags.
+
+    The build is ``-march=native``: a binary built on an AVX-512 machine dies with SIGILL on one without, and its
+    sums differ from an AVX2 build's. Keying the cache by the flags makes a different CPU build its own binary (and,
+    through the engine version, keeps cached responses apart).
+    """
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return "nocpuinfo"
+    flags = next((ln.split(":", 1)[1] for ln in lines if ln.split(":", 1)[0].strip() in ("flags", "Features")), "")
+    return hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:8]
 
 
 def cached_binary() -> Path:
     cache = Path(os.environ.get("OMNIEVAL_CACHE", Path.home() / ".cache" / "omnieval"))
-    return cache / "llama-server" / f"{LLAMACPP_VERSION}-{platform.machine()}-{BUILD_TAG}" / "llama-server"
+    tag = f"{LLAMACPP_VERSION}-{platform.machine()}-{BUILD_TAG}-{cpu_key()}"
+    return cache / "llama-server" / tag / "llama-server"
 
 
 def find_llama_server() -> Path:
@@ -41,6 +59,7 @@ def find_llama_server() -> Path:
 
 
 def build_llama_server() -> Path:
-    env = {**os.environ, "OMNIEVAL_LLAMACPP_VERSION": LLAMACPP_VERSION, "OMNIEVAL_LLAMACPP_BUILD_TAG": BUILD_TAG}
+    env = {**os.environ, "OMNIEVAL_LLAMACPP_VERSION": LLAMACPP_VERSION,
+           "OMNIEVAL_LLAMACPP_DEST": str(cached_binary().parent)}  # fmt: skip
     out = subprocess.run(["bash", str(BUILD_SCRIPT)], env=env, check=True, capture_output=True, text=True)
     return Path(out.stdout.strip().splitlines()[-1])

@@ -156,3 +156,15 @@ def test_engine_slots_from_kwargs() -> None:
     assert v.stats().slots == 16
     with pytest.raises(OmnievalUserError, match=">= 1"):
         TransformersEngine(replica_id="r", model="m", model_path="/x", max_batch_size=0)
+
+
+def test_llama_server_cache_is_keyed_by_build_and_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """-march=native builds are only valid on CPUs with the same flags: the cache folder must say which."""
+    from serving import _llamacpp_bin as b
+
+    monkeypatch.setenv("OMNIEVAL_CACHE", str(tmp_path))
+    key = b.cpu_key()
+    assert len(key) == 8 and key == b.cpu_key()
+    folder = b.cached_binary().parent
+    assert folder.parent == tmp_path / "llama-server"
+    assert folder.name.startswith(f"{b.LLAMACPP_VERSION}-") and folder.name.endswith(f"-{b.BUILD_TAG}-{key}")
