@@ -11,7 +11,8 @@ import pytest
 
 from omnieval.benchmarks.egomem import SCORING_PROMPT, build_scoring_prompt
 
-SEED = Path("/work/shared/seeds/egomem-dataset-card.txt")
+# the repo sits beside shared/ (sessions and CI alike); the seed documents are not part of the package
+SEED = Path(__file__).resolve().parents[4].parent / "shared" / "seeds" / "egomem-dataset-card.txt"
 
 VERBATIM = [
     "以下是一个语音对话系统的个性化对话能力评分任务。首先，我解释一下每个字段的含义：\n person: 用户的名字，unknown_speaker代表目前名字未知。",

@@ -8,7 +8,8 @@ import pytest
 
 from omnieval.benchmarks.omniassist import KEEP_QUIET, RUBRIC_TABLE, SYSTEM_PROMPT, build_judge_prompt
 
-SEED = Path("/work/shared/seeds/omniassistbench-paper.txt")
+# the repo sits beside shared/ (sessions and CI alike); the seed documents are not part of the package
+SEED = Path(__file__).resolve().parents[4].parent / "shared" / "seeds" / "omniassistbench-paper.txt"
 
 VERBATIM = [
     "| Score | Accuracy & Completeness | Redundancy | Response to Silence (GT = “KEEP QUIET”) |",
