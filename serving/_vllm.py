@@ -248,7 +248,16 @@ class VLLMEngine(Engine):
 
     @property
     def pid(self) -> int | None:
-        """PID of vLLM's engine-core process (failure injection); None when it runs in-process."""
+        """PID of vLLM's engine-core process (failure injection); None when it runs in-process.
+
+        vLLM's own process manager knows it; the process-title scan is the fallback for versions that moved it (the
+        scan alone once missed a running "VLLM::EngineCore" child).
+        """
+        resources = getattr(getattr(self._llm, "engine_core", None), "resources", None)
+        procs = getattr(getattr(resources, "engine_manager", None), "processes", None) or []
+        alive = [p.pid for p in procs if getattr(p, "pid", None) and p.is_alive()]
+        if alive:
+            return int(alive[0])
         try:
             import psutil
         except ImportError:
