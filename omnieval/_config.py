@@ -70,8 +70,9 @@ ModelSource = Annotated[
     PyPIModelSource | PathModelSource | HubModelSource | EndpointModelSource, Field(discriminator="kind")
 ]
 
-EngineName = Literal["llamacpp", "vllm", "sglang", "transformers", "openai", "simulated", "whisper"]
-"""``simulated`` is a timing model with placeholder outputs (serving/_simulated.py), for ``omnieval bench`` only."""
+EngineName = Literal["llamacpp", "vllm", "sglang", "transformers", "openai", "simulated", "instant", "whisper"]
+"""``simulated`` (a timing model with placeholder outputs, serving/_simulated.py) and ``instant`` (an OpenAI server that
+answers at once, serving/_instant.py) are for ``omnieval bench`` only."""
 
 
 class ResourceConfig(_Config):
@@ -167,8 +168,11 @@ class PoolConfig(_Config):
     """Replica selection policy."""
     clients: int = Field(default=2, ge=1)
     """Evaluation client actors."""
-    max_inflight_per_replica: int = Field(default=8, ge=1)
-    """Cap on a client's concurrent requests to one replica (match the engine's batch slots)."""
+    max_inflight_per_replica: int = Field(default=256, ge=1)
+    """Ceiling of a replica's adaptive concurrency limit (all clients together); the limit starts at
+    ``initial_inflight_per_replica`` and grows while latency shows the engine is not yet saturated."""
+    initial_inflight_per_replica: int = Field(default=4, ge=1)
+    """Where a replica's adaptive concurrency limit starts (clipped to the ceiling)."""
     max_retries: int = Field(default=3, ge=0)
     """Retries of a failed request, each on another replica when one exists."""
     request_timeout_s: float = Field(default=300.0, gt=0)

@@ -10,7 +10,6 @@ import logging
 import secrets
 import socket
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -89,60 +88,24 @@ def preflight(suite: SuiteConfig) -> None:
                 ) from None
 
 
-def _cost(chunk: list[Record]) -> float:
-    from schedulers import estimate_cost
-
-    return sum(estimate_cost(sum(len(m.text_value()) for m in r.messages), r.generation_options.max_tokens) for r in chunk)
-
-
-def make_chunks(records: list[Record], size: int) -> list[list[Record]]:
-    by_key = group(records)
-    chunks = []
-    for recs in by_key.values():
-        chunks += [recs[i : i + size] for i in range(0, len(recs), size)]
-    return chunks
-
-
-class _ChunkFeeder:
-    """Longest-first shards per client plus work stealing, so no client idles while another has a backlog."""
-
-    def __init__(self, chunks: list[list[Record]], n_clients: int) -> None:
-        from schedulers import plan_shards
-
-        self.queues = [deque(s) for s in plan_shards(chunks, n_clients, _cost)]
-
-    def next_for(self, client: int) -> list[Record] | None:
-        if self.queues[client]:
-            return self.queues[client].popleft()
-        donor = max(range(len(self.queues)), key=lambda i: len(self.queues[i]))
-        return self.queues[donor].pop() if self.queues[donor] else None
-
-
 def _dispatch_all(
-    suite: SuiteConfig, clients: list[Any], chunks: list[list[Record]], ckpt: CheckpointWriter, progress: RunProgress,
-    slots_total: int,
+    suite: SuiteConfig, clients: list[Any], records: list[Record], ckpt: CheckpointWriter, progress: RunProgress,
+    inflight: int,
 ) -> list[Record]:
-    feeder = _ChunkFeeder(chunks, len(clients))
-    per_client = max(2, -(-slots_total // (len(clients) * suite.pool.chunk_size)) + 1)
-    pending: dict[Any, int] = {}
-    for ci, c in enumerate(clients):
-        for _ in range(per_client):
-            chunk = feeder.next_for(ci)
-            if chunk is None:
-                break
-            pending[c.run.remote(chunk)] = ci
+    """Chunks stream to the client actors with enough in flight to fill every replica's adaptive limit at its
+    ceiling; each finished chunk is checkpointed on arrival (before scoring: a crash after this loses nothing)."""
+    from omnieval._stream import RayChunkRunner, stream_dispatch
+
     done: list[Record] = []
-    while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        for ref in ready:
-            ci = pending.pop(ref)
-            recs: list[Record] = ray.get(ref)
-            ckpt.write(recs)  # persisted before scoring: a crash after this loses nothing
-            progress.advance(recs)
-            done += recs
-            chunk = feeder.next_for(ci)
-            if chunk is not None:
-                pending[clients[ci].run.remote(chunk)] = ci
+
+    def sink(recs: list[Record]) -> None:
+        ckpt.write(recs)
+        progress.advance(recs)
+        done.extend(recs)
+
+    size = suite.pool.chunk_size
+    window = max(2 * len(clients), -(-inflight // size) + len(clients))
+    stream_dispatch(records, RayChunkRunner(clients), sink, chunk_size=size, window=window)
     return done
 
 
@@ -217,14 +180,14 @@ def run_suite(
         needed = {r.model for r in todo} | {b.judge for b in suite.benchmarks if b.judge}
         needed |= {m.name for b in suite.benchmarks if b.framework != "builtin" for m in suite.models
                    if (b.models is None or m.name in b.models) and not _fw_file(run_dir, b.key, m.name).exists()}  # fmt: skip
-        replicas = []
         for m in suite.models:
             if m.name in needed:
-                replicas += ray.get(controller.ensure_model.remote(m.model_dump(mode="json"), run_id))
+                ray.get(controller.ensure_model.remote(m.model_dump(mode="json"), run_id))
         timings["pool_up_s"] = time.monotonic() - t0
-        # size the in-flight window for the largest the pool may grow to (elastic scale-out adds replicas)
-        per_replica = max((min(r.slots, suite.pool.max_inflight_per_replica) for r in replicas), default=1)
-        slots = sum(per_replica * max(m.replicas, m.max_replicas or 0) for m in suite.models if m.name in needed) or 1
+        # size the in-flight window for the largest the pool may grow to (elastic scale-out adds replicas), each
+        # replica at its concurrency ceiling: the adaptive limits, not this window, decide what is sent
+        inflight = sum(suite.pool.max_inflight_per_replica * max(m.replicas, m.max_replicas or 0)
+                       for m in suite.models if m.name in needed) or 1  # fmt: skip
         cache_path = None
         if suite.cache.enabled:
             from omnieval._cache import default_cache_path
@@ -232,6 +195,9 @@ def run_suite(
             cache_path = suite.cache.path or str(default_cache_path())
         pool_cfg = suite.pool.model_dump(mode="json")
         clients = [EvalClient.remote(controller, pool_cfg, suite.seed, i, cache_path) for i in range(suite.pool.clients)]
+        t0 = time.monotonic()
+        ray.get([c.ready.remote() for c in clients])
+        timings["clients_up_s"] = time.monotonic() - t0
         totals: dict[tuple[str, str], int] = {}
         for r in records:
             totals[(r.model, r.benchmark)] = totals.get((r.model, r.benchmark), 0) + 1
@@ -243,20 +209,21 @@ def run_suite(
             progress.advance(list(previous.values()), already_done=True)
             for wave in _phases(todo, specs):
                 wave = _fill_history(wave, done)
-                got = _dispatch_all(suite, clients, make_chunks(wave, suite.pool.chunk_size), ckpt, progress, slots)
+                got = _dispatch_all(suite, clients, wave, ckpt, progress, inflight)
                 done.update((r.key, r) for r in got)
                 new += got
             fw_results = _finish_frameworks(suite, run_dir, fw_refs)
             tokens_per_s = progress.tokens_per_s
         timings["inference_s"] = time.monotonic() - t0
-        inferred = [r for r in new if not r.meta.get("cache_hit")]
+        answered = new + [r for res in fw_results for r in res.records]  # framework tasks count too
+        inferred = [r for r in answered if not r.meta.get("cache_hit")]
         n_tokens = sum(r.output.usage.completion_tokens for r in inferred if r.output and r.output.usage)
         manifest.throughput = {
             "output_tokens": float(n_tokens),
-            "output_tokens_per_s": n_tokens / timings["inference_s"] if new else 0.0,
-            "requests_per_s": len(inferred) / timings["inference_s"] if new else 0.0,
+            "output_tokens_per_s": n_tokens / timings["inference_s"] if answered else 0.0,
+            "requests_per_s": len(inferred) / timings["inference_s"] if answered else 0.0,
             "inferred": float(len(inferred)),
-            "cache_hits": float(len(new) - len(inferred)),
+            "cache_hits": float(len(answered) - len(inferred)),
             "live_tokens_per_s": tokens_per_s,
         }
         final = [done[r.key] for r in records] + [r for res in fw_results for r in res.records]

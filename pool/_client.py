@@ -41,10 +41,12 @@ class EvalClient:
         self.seed = seed * 1000 + client_id
         self.client_id = client_id
         self._dispatchers: dict[str, Dispatcher] = {}
+        self._actor_id = ray.get_runtime_context().get_actor_id() or f"client-{client_id}"
 
     def _dispatcher(self, model: str) -> Dispatcher:
         if model not in self._dispatchers:
-            self._dispatchers[model] = Dispatcher(model, self.controller, self.cfg, seed=self.seed)
+            self._dispatchers[model] = Dispatcher(model, self.controller, self.cfg, seed=self.seed,
+                                                  client_id=f"{self._actor_id}/{model}")  # fmt: skip
         return self._dispatchers[model]
 
     async def _one(self, rec: Record) -> Record:
@@ -67,7 +69,7 @@ class EvalClient:
                     rec.meta["cache_hit"] = True
                     return self._fill(rec, hit, t0, attempts=0)
         try:
-            res, attempts = await d.submit(req, routing)
+            res, attempts, t0 = await d.submit(req, routing)
         except Exception as e:  # noqa: BLE001 - any exhausted failure is recorded on the sample, never dropped
             cause = getattr(e, "cause", None) or e
             rec.error = RecordError(kind=_error_kind(cause), message=clip(str(cause)), attempts=self.cfg.max_retries + 1)  # type: ignore[arg-type]
@@ -95,7 +97,15 @@ class EvalClient:
         return rec
 
     async def run(self, records: list[Record]) -> list[Record]:
-        return list(await asyncio.gather(*(self._one(r) for r in records)))
+        out = list(await asyncio.gather(*(self._one(r) for r in records)))
+        for d in self._dispatchers.values():  # the controller's view (load, served counts) is complete when idle
+            if d.idle:
+                await d.flush()
+        return out
+
+    def ready(self) -> bool:
+        """Answers once the actor is up (the runner times inference from there)."""
+        return True
 
     def dispatch_stats(self) -> dict[str, Any]:
         return {"cache_hits": self.cache_hits, "models": {m: dict(d.stats) for m, d in self._dispatchers.items()}}

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict
 
 from omnieval.errors import PlacementError, ReplicaDead, clip
 from pool._autoscaler import ScaleResult, plan_scaling
-from pool._types import ReplicaInfo
+from pool._types import ReplicaInfo, SyncRequest
+from schedulers import GradientLimiter, LimitWindow
 from serving._types import EngineStats
 
 log = logging.getLogger("omnieval.pool")
@@ -30,6 +31,8 @@ CONTROLLER_NAME = "omnieval-pool"
 NAMESPACE = "omnieval"
 MAX_RETIRED = 256
 """Final stats of this many removed replicas are kept for inspection (tests, run provenance)."""
+CLIENT_TTL_S = 3.0
+"""A client that has not synced for this long no longer takes a share of a model's replicas (nor counts in flight)."""
 
 
 def fingerprint(model_cfg: dict[str, Any]) -> str:
@@ -72,6 +75,11 @@ class PoolController:
         self._idle_since: dict[str, float] = {}
         self._drained_at: dict[str, float] = {}
         self._retired: dict[str, RetiredReplica] = {}
+        self._limiters: dict[str, GradientLimiter] = {}  # replica id -> its concurrency limit, shared by all clients
+        self._client_seen: dict[str, dict[str, float]] = {}  # model -> client -> last active sync
+        self._client_inflight: dict[str, dict[str, int]] = {}  # replica id -> client -> in flight at its last sync
+        self._engine_inflight: dict[str, int] = {}  # replica id -> in flight as the engine reported it
+        self._served: dict[str, EngineStats] = {}  # replica id -> what clients observed it serve (direct HTTP too)
         self._period = health_check_period_s
         self._autoscale_period = autoscale_period_s or health_check_period_s
         self._idle_s = scale_in_idle_s
@@ -235,6 +243,10 @@ class PoolController:
             info = self._replicas.pop(replica_id, None)
             self._idle_since.pop(replica_id, None)
             self._drained_at.pop(replica_id, None)
+            self._limiters.pop(replica_id, None)
+            self._client_inflight.pop(replica_id, None)
+            self._engine_inflight.pop(replica_id, None)
+            served = self._served.pop(replica_id, None)
         if info is None:
             return
         stats = None
@@ -243,6 +255,8 @@ class PoolController:
                 stats = serve.get_app_handle(replica_id).stats.remote().result(timeout_s=5)
             except Exception:  # noqa: BLE001 - final stats are informational
                 stats = None
+        if stats is not None and served is not None:
+            stats = merge_served(stats, served)
         serve.delete(replica_id)
         with self._capacity:
             self._retired[replica_id] = RetiredReplica(info=info, stats=stats, removed_at=time.time())
@@ -288,6 +302,70 @@ class PoolController:
             if r is not None and r.state == "healthy":
                 r.state = "unhealthy"
 
+    def sync(self, req: SyncRequest) -> list[ReplicaInfo]:
+        """A client's periodic report: its load on each replica feeds that replica's shared concurrency limit; the
+        reply is the model's replica set, each with its current limit and the number of clients sharing it."""
+        now = time.monotonic()
+        with self._lock:
+            seen = self._client_seen.setdefault(req.model, {})
+            if req.active:
+                seen[req.client] = now
+            else:
+                seen.pop(req.client, None)
+            for cid in [c for c, t in seen.items() if now - t > CLIENT_TTL_S]:
+                seen.pop(cid)
+            for load in req.loads:
+                info = self._replicas.get(load.replica_id)
+                if info is None:
+                    continue
+                per_client = self._client_inflight.setdefault(load.replica_id, {})
+                per_client[req.client] = load.in_flight
+                others = sum(v for c, v in per_client.items() if c != req.client and c in seen)
+                served = self._served.setdefault(
+                    load.replica_id, EngineStats(replica_id=info.replica_id, engine=info.engine, model=info.model)
+                )
+                served.completed += load.ok
+                served.failed += load.failed
+                served.output_tokens += load.output_tokens
+                served.peak_in_flight = max(served.peak_in_flight, load.peak_in_flight + others)
+                busy = {c for c, v in per_client.items() if v > 0 and c in seen}
+                if load.peak_in_flight > 0:
+                    busy.add(req.client)
+                served.peak_clients = max(served.peak_clients, len(busy))
+                window = LimitWindow(ok=load.ok, failed=load.failed, latency_sum=load.latency_sum,
+                                     peak_in_flight=load.peak_in_flight + others)  # fmt: skip
+                self._limiter(load.replica_id, info, req).observe(window)
+                info.in_flight = self._in_flight(load.replica_id)
+            n_clients = max(1, len(seen))
+            out = []
+            for r in self._replicas.values():
+                if r.model != req.model:
+                    continue
+                r.limit = self._limiter(r.replica_id, r, req).limit
+                r.clients = n_clients
+                out.append(r.model_copy())
+            return out
+
+    def _limiter(self, rid: str, info: ReplicaInfo, req: SyncRequest) -> GradientLimiter:
+        lim = self._limiters.get(rid)
+        if lim is None:
+            ceiling = max(1, req.max_limit)
+            lim = GradientLimiter(initial=max(1, min(req.initial_limit, ceiling)), max_limit=ceiling)
+            self._limiters[rid] = lim
+        return lim
+
+    def _in_flight(self, rid: str) -> int:
+        """Requests in the replica: what the engine counts, or what active clients report when that is more (a
+        server reached directly that exposes no load metrics)."""
+        live = set().union(*self._client_seen.values()) if self._client_seen else set()
+        clients = sum(v for c, v in self._client_inflight.get(rid, {}).items() if c in live)
+        return max(self._engine_inflight.get(rid, 0), clients)
+
+    def limits(self) -> dict[str, int]:
+        """Current concurrency limit per replica (tests, bench reports)."""
+        with self._lock:
+            return {rid: lim.limit for rid, lim in self._limiters.items() if rid in self._replicas}
+
     def models(self) -> dict[str, dict[str, Any]]:
         with self._lock:
             return dict(self._models)
@@ -296,12 +374,14 @@ class PoolController:
     def _apply_stats(self, info: ReplicaInfo, stats: Any) -> None:
         info.node_id = stats.node_id
         info.queue_depth = stats.queue_depth
-        info.in_flight = stats.in_flight
         info.slots = stats.slots
         info.engine_version = stats.engine_version
         info.model_path = stats.model_path
         info.model_sha256 = stats.model_sha256
-        if stats.in_flight == 0:
+        info.endpoint = stats.endpoint
+        self._engine_inflight[info.replica_id] = stats.in_flight
+        info.in_flight = self._in_flight(info.replica_id)
+        if info.in_flight == 0:
             self._idle_since.setdefault(info.replica_id, time.monotonic())
         else:
             self._idle_since.pop(info.replica_id, None)
@@ -384,6 +464,18 @@ class PoolController:
         self._stop.set()
         for rid in list(self._replicas):
             self.remove_replica(rid)
+
+
+def merge_served(engine: EngineStats, served: EngineStats) -> EngineStats:
+    """Engine stats completed with what clients saw the replica serve: requests sent straight to the engine's server
+    never pass through the replica process, so its own counters miss them."""
+    out = engine.model_copy()
+    out.completed = max(engine.completed, served.completed)
+    out.failed = max(engine.failed, served.failed)
+    out.output_tokens = max(engine.output_tokens, served.output_tokens)
+    out.peak_in_flight = max(engine.peak_in_flight, served.peak_in_flight)
+    out.peak_clients = max(engine.peak_clients, served.peak_clients)
+    return out
 
 
 def get_controller(health_check_period_s: float = 5.0, create: bool = True, **options: Any) -> Any:

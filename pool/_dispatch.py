@@ -1,72 +1,120 @@
-"""Per-client request dispatch: health filter → circuit breaker → routing policy → capped, retried call.
+"""Per-client request dispatch: health filter → circuit breaker → routing policy → adaptive limit → direct call.
 
-Refill-style: a request is sent the moment a slot frees (callers await ``submit`` concurrently, the cap is enforced
-here), so replicas stay saturated without batching on the client side. Recoverable failures retry on another
-replica; a dead replica is reported to the controller and skipped until it is healthy again.
+A request goes straight to the replica's own OpenAI-compatible server over pooled HTTP connections (the replica
+publishes its ``Endpoint``); replicas whose engine has no server are called through their Serve handle. How many
+requests one replica may hold is decided by the controller from what every client observes (``GradientLimiter``);
+this client takes an equal share and refills a slot the moment it frees. Recoverable failures retry on another
+replica; a dead replica is reported to the controller and skipped until a health check passes again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from omnieval._config import PoolConfig
 from omnieval.errors import ReplicaDead, RequestFailed
-from pool._types import ReplicaInfo
-from schedulers import AIMDLimiter, CircuitBreaker, ReplicaView, RoutingRequest, make_policy
-from serving._types import GenerationRequest, GenerationResult
+from pool._http import HttpTransport
+from pool._types import ReplicaInfo, ReplicaLoad, SyncRequest
+from schedulers import CircuitBreaker, ReplicaView, RoutingRequest, make_policy
+from serving import GenerationRequest, GenerationResult, ray_node_ip
 
 log = logging.getLogger("omnieval.pool")
+
+SYNC_PERIOD_S = 0.2
+"""How often an active client reports its load and fetches replica states and limits (off the request path)."""
 
 
 class NoReplicaAvailable(ReplicaDead):
     """Every replica of the model is dead or tripped for longer than the request timeout."""
 
 
+@dataclass
+class _Window:
+    ok: int = 0
+    failed: int = 0
+    latency_sum: float = 0.0
+    peak: int = 0
+    tokens: int = 0
+
+
 class Dispatcher:
-    def __init__(self, model: str, controller: Any, cfg: PoolConfig, *, seed: int = 0) -> None:
+    def __init__(self, model: str, controller: Any, cfg: PoolConfig, *, seed: int = 0,
+                 client_id: str | None = None) -> None:  # fmt: skip
         self.model = model
         self.controller = controller
         self.cfg = cfg
+        self.client_id = client_id or uuid.uuid4().hex[:12]
         self.policy = make_policy(cfg.routing, seed=seed)
         self.breaker = CircuitBreaker(failure_threshold=3, initial_backoff_s=1.0, max_backoff_s=30.0)
+        self.transport = HttpTransport(cfg.request_timeout_s, ray_node_ip())
         self._replicas: dict[str, ReplicaInfo] = {}
         self._handles: dict[str, Any] = {}
         self._outstanding: dict[str, int] = {}
-        self._limiters: dict[str, AIMDLimiter] = {}
-        self._cond = asyncio.Condition()
+        self._windows: dict[str, _Window] = {}
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._refresh_lock = asyncio.Lock()
+        self._bg: asyncio.Task[None] | None = None
         self._last_refresh = 0.0
-        self.stats = {"sent": 0, "retries": 0, "failed": 0}
+        self.stats = {"sent": 0, "retries": 0, "failed": 0, "direct_http": 0, "serve_handle": 0}
 
+    # ---- replica set and limits ------------------------------------------------------------------------------
     async def refresh(self, force: bool = False) -> None:
-        """Re-read the replica set (new replicas from scale-out, health changes)."""
-        async with self._refresh_lock:  # concurrent callers wait for the one refresh instead of seeing no replicas
-            now = time.monotonic()
-            if not force and now - self._last_refresh < 1.0 and self._replicas:
+        """Report load and re-read the replica set (scale-out, health, limits); at most every ``SYNC_PERIOD_S``."""
+        async with self._refresh_lock:  # concurrent callers wait for the one sync instead of seeing no replicas
+            if not force and self._replicas and time.monotonic() - self._last_refresh < SYNC_PERIOD_S:
                 return
-            self._last_refresh = now
-            infos: list[ReplicaInfo] = await self.controller.replicas.remote(self.model)
-            await self._apply(infos)
+            await self._sync(active=True)
 
-    async def _apply(self, infos: list[ReplicaInfo]) -> None:
-        from ray import serve
+    def _sync_soon(self) -> None:
+        """A sync in the background when one is due: the request path never waits on the controller."""
+        if time.monotonic() - self._last_refresh >= SYNC_PERIOD_S and (self._bg is None or self._bg.done()):
+            self._bg = asyncio.get_running_loop().create_task(self.refresh())
 
-        async with self._cond:
-            self._replicas = {r.replica_id: r for r in infos}
-            for rid in self._replicas:
-                if rid not in self._handles:
-                    self._handles[rid] = serve.get_app_handle(rid)
-                    self._outstanding.setdefault(rid, 0)
-                    cap = self.cfg.max_inflight_per_replica
-                    self._limiters[rid] = AIMDLimiter(initial=cap, min_limit=1, max_limit=cap)
-            for rid in list(self._handles):
-                if rid not in self._replicas:
-                    self._handles.pop(rid)
-                    self.policy.remove_replica(rid)
-            self._cond.notify_all()
+    async def _sync(self, active: bool) -> None:
+        loads = []
+        for rid, w in self._windows.items():
+            n = self._outstanding.get(rid, 0)
+            loads.append(ReplicaLoad(replica_id=rid, in_flight=n, peak_in_flight=max(w.peak, n), ok=w.ok,
+                                     failed=w.failed, latency_sum=w.latency_sum, output_tokens=w.tokens))  # fmt: skip
+        self._windows = {rid: _Window(peak=self._outstanding.get(rid, 0)) for rid in self._windows}
+        req = SyncRequest(model=self.model, client=self.client_id, active=active, loads=loads,
+                          initial_limit=self.cfg.initial_inflight_per_replica,
+                          max_limit=self.cfg.max_inflight_per_replica)  # fmt: skip
+        infos: list[ReplicaInfo] = await self.controller.sync.remote(req)
+        self._last_refresh = time.monotonic()
+        self._apply(infos)
+
+    def _apply(self, infos: list[ReplicaInfo]) -> None:
+        self._replicas = {r.replica_id: r for r in infos}
+        for rid in self._replicas:
+            self._outstanding.setdefault(rid, 0)
+            self._windows.setdefault(rid, _Window())
+        for rid in [r for r in self._windows if r not in self._replicas]:
+            self._windows.pop(rid)
+            self._handles.pop(rid, None)
+            self.policy.remove_replica(rid)
+        self._wake(sum(max(0, self._cap(r) - self._outstanding[r]) for r in self._replicas) or 1)
+
+    async def flush(self) -> None:
+        """Report what is left and leave the model's client set (call when this client's work is done)."""
+        async with self._refresh_lock:
+            await self._sync(active=any(self._outstanding.values()))
+
+    @property
+    def idle(self) -> bool:
+        """Nothing of this client's in flight."""
+        return not any(self._outstanding.values())
+
+    def _cap(self, rid: str) -> int:
+        info = self._replicas[rid]
+        return max(1, math.ceil(info.limit / max(1, info.clients)))
 
     def model_identity(self) -> dict[str, str | None] | None:
         """What a cached response is keyed on; None until a replica has reported its weights and version."""
@@ -76,84 +124,126 @@ class Dispatcher:
                         "engine_version": info.engine_version}  # fmt: skip
         return None
 
+    # ---- slots -----------------------------------------------------------------------------------------------
     def _candidates(self, exclude: set[str]) -> list[ReplicaView]:
         out = []
         for rid, info in self._replicas.items():
             if info.state != "healthy" or rid in exclude or not self.breaker.allow(rid):
                 continue
-            if self._outstanding[rid] >= self._limiters[rid].limit:
+            n = self._outstanding[rid]
+            if n >= self._cap(rid):
                 continue
-            out.append(ReplicaView(rid, self._outstanding[rid], info.queue_depth, True))
+            out.append(ReplicaView(rid, n, info.queue_depth, True))
         return out
 
+    def _wake(self, n: int) -> None:
+        while n > 0 and self._waiters:
+            f = self._waiters.popleft()
+            if not f.done():
+                f.set_result(None)
+                n -= 1
+
     async def _acquire(self, routing: RoutingRequest, exclude: set[str], deadline: float) -> str:
+        loop = asyncio.get_running_loop()
         while True:
-            async with self._cond:
-                cands = self._candidates(exclude)
-                if not cands and exclude:
-                    cands = self._candidates(set())  # every replica tried once: allow a repeat rather than fail
-                if cands:
-                    rid = self.policy.choose(cands, routing)[0]
-                    self._outstanding[rid] += 1
-                    self.policy.on_dispatch(rid, routing)
-                    return rid
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    states = {r: i.state for r, i in self._replicas.items()}
-                    raise NoReplicaAvailable(f"no routable replica of {self.model!r} (states {states})")
-                try:  # woken by a finished request or a refresh; the timeout re-checks breakers and health
-                    await asyncio.wait_for(self._cond.wait(), timeout=min(remaining, 1.0))
-                except asyncio.TimeoutError:
-                    pass
+            cands = self._candidates(exclude)
+            if not cands and exclude:
+                cands = self._candidates(set())  # every replica tried once: allow a repeat rather than fail
+            if cands:
+                rid = self.policy.choose(cands, routing)[0]
+                n = self._outstanding[rid] = self._outstanding[rid] + 1
+                w = self._windows[rid]
+                w.peak = max(w.peak, n)
+                self.policy.on_dispatch(rid, routing)
+                return rid
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                states = {r: i.state for r, i in self._replicas.items()}
+                raise NoReplicaAvailable(f"no routable replica of {self.model!r} (states {states})")
+            fut: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(fut)
+            try:  # woken by a finished request or a sync; the timeout re-checks breakers and health
+                await asyncio.wait_for(fut, timeout=min(remaining, 1.0))
+            except asyncio.TimeoutError:
+                await self.refresh()
+
+    def _release(self, rid: str) -> None:
+        self._outstanding[rid] = max(0, self._outstanding.get(rid, 1) - 1)
+        self._wake(1)
+
+    def _handle(self, rid: str) -> Any:
+        h = self._handles.get(rid)
+        if h is None:
+            from ray import serve
+
+            h = self._handles[rid] = serve.get_app_handle(rid)
+        return h
+
+    # ---- requests --------------------------------------------------------------------------------------------
+    async def _call(self, rid: str, request: GenerationRequest) -> GenerationResult:
+        info = self._replicas.get(rid)
+        if info is not None and info.endpoint is not None:
+            self.stats["direct_http"] += 1
+            return await self.transport.chat(info.endpoint, request, rid)
+        self.stats["serve_handle"] += 1
+        resp = self._handle(rid).generate.remote(request)
+        return await asyncio.wait_for(resp, timeout=self.cfg.request_timeout_s)
+
+    async def submit(self, request: GenerationRequest, routing: RoutingRequest) -> tuple[GenerationResult, int, float]:
+        """Result, number of attempts and when the first attempt was sent (monotonic; the wait for a slot before
+        it is queueing, not latency); raises the last error when retries are exhausted."""
+        if not self._replicas:
             await self.refresh()
-
-    async def _release(self, rid: str) -> None:
-        async with self._cond:
-            self._outstanding[rid] = max(0, self._outstanding.get(rid, 1) - 1)
-            self._cond.notify_all()
-
-    async def submit(self, request: GenerationRequest, routing: RoutingRequest) -> tuple[GenerationResult, int]:
-        """Result and number of attempts; raises the last error when retries are exhausted."""
-        await self.refresh()
+        else:
+            self._sync_soon()
         tried: set[str] = set()
         attempts = 0
         last: Exception | None = None
         deadline = time.monotonic() + self.cfg.request_timeout_s * (self.cfg.max_retries + 1)
+        first = 0.0
         while attempts <= self.cfg.max_retries:
             attempts += 1
             rid = await self._acquire(routing, tried, deadline)
             tried.add(rid)
             t0 = time.monotonic()
+            first = first or t0
             try:
-                resp = self._handles[rid].generate.remote(request)
-                result: GenerationResult = await asyncio.wait_for(resp, timeout=self.cfg.request_timeout_s)
+                result = await self._call(rid, request)
             except (RequestFailed, asyncio.TimeoutError) as e:
                 last = e if isinstance(e, RequestFailed) else RequestFailed("timeout", timeout=True)
-                self.breaker.record_failure(rid)
-                self._limiters[rid].on_failure()
-                self.policy.on_complete(rid, routing, False, time.monotonic() - t0)
-                self.stats["retries"] += 1
+                self._failed(rid, routing, t0)
                 continue
             except Exception as e:  # noqa: BLE001 - ReplicaDead, RayActorError, Serve errors: replica unusable
                 last = e
                 log.warning("replica %s failed for %s: %r", rid, request.request_id, e)
-                self.breaker.record_failure(rid)
-                self._limiters[rid].on_failure()
-                self.policy.on_complete(rid, routing, False, time.monotonic() - t0)
+                self._failed(rid, routing, t0)
+                if rid in self._replicas:
+                    self._replicas[rid].state = "unhealthy"
                 await self.controller.report_failure.remote(rid)
-                async with self._cond:
-                    if rid in self._replicas:
-                        self._replicas[rid].state = "unhealthy"
-                self.stats["retries"] += 1
                 continue
             finally:
-                await self._release(rid)
+                self._release(rid)
             lat = time.monotonic() - t0
             self.breaker.record_success(rid)
-            self._limiters[rid].on_success(lat)
             self.policy.on_complete(rid, routing, True, lat)
+            w = self._windows.get(rid)
+            if w is not None:
+                w.ok += 1
+                w.latency_sum += lat / (1 + result.completion_tokens)
+                w.tokens += result.completion_tokens
             self.stats["sent"] += 1
-            return result, attempts
+            return result, attempts, first
         self.stats["failed"] += 1
         assert last is not None
         raise last
+
+    def _failed(self, rid: str, routing: RoutingRequest, t0: float) -> None:
+        self.breaker.record_failure(rid)
+        self.policy.on_complete(rid, routing, False, time.monotonic() - t0)
+        w = self._windows.get(rid)
+        if w is not None:
+            w.failed += 1
+        self.stats["retries"] += 1
+
+    async def close(self) -> None:
+        await self.transport.close()

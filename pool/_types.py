@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+from serving import Endpoint
 
 ReplicaState = Literal["starting", "healthy", "unhealthy", "dead", "draining"]
 
@@ -37,3 +39,47 @@ class ReplicaInfo(BaseModel):
     """Weights sha256."""
     failures: int = 0
     """Consecutive failed health checks."""
+    endpoint: Endpoint | None = None
+    """The engine's own OpenAI-compatible server: clients send there over HTTP. None: Serve handle calls."""
+    limit: int = 1
+    """Adaptive concurrency limit of this replica, all clients together (set by the controller)."""
+    clients: int = 1
+    """Clients currently sending to this model; each takes an equal share of ``limit``."""
+
+
+class ReplicaLoad(BaseModel):
+    """One client's observations of one replica since its last sync (client → controller)."""
+
+    model_config = ConfigDict(extra="forbid")
+    replica_id: str
+    """Replica observed."""
+    in_flight: int = 0
+    """The client's requests in flight to it now."""
+    peak_in_flight: int = 0
+    """The client's most requests in flight to it at once since the last sync."""
+    ok: int = 0
+    """Successes since the last sync."""
+    failed: int = 0
+    """Failures since the last sync."""
+    latency_sum: float = 0.0
+    """Sum of normalised latencies of the successes (seconds per generated token, prefill counted as one)."""
+    output_tokens: int = 0
+    """Tokens generated for this client since the last sync."""
+
+
+class SyncRequest(BaseModel):
+    """A client's periodic report for one model; the reply is the replica set with current limits."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    """Suite model name."""
+    client: str
+    """Client id (actor id, unique in the cluster)."""
+    active: bool = True
+    """The client has work for this model (it shares the replicas' limits)."""
+    loads: list[ReplicaLoad] = Field(default_factory=list)
+    """Per-replica observations."""
+    initial_limit: int = 4
+    """The client's configured start limit for a replica the controller has not seen load for yet."""
+    max_limit: int = 256
+    """The client's configured ceiling."""

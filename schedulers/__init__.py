@@ -1,11 +1,12 @@
 """Request-routing and scheduling primitives for the inference pool.
 
 Routing policies rank candidate replicas (the pool filters unhealthy / open-circuit ones first); the circuit breaker
-and AIMD limiter protect replicas; the sharding helpers balance evaluation items over workers by predicted cost.
+and the adaptive concurrency limiters protect replicas; the sharding helpers balance evaluation items over workers by predicted cost.
 """
 
 from ._aimd import AIMDLimiter
 from ._circuit import BreakerState, CircuitBreaker
+from ._gradient import GradientLimiter, LimitWindow
 from ._least_loaded import LeastLoaded
 from ._p2c import PowerOfTwoChoices
 from ._policy import RoutingPolicy
@@ -21,7 +22,9 @@ __all__ = [
     "BreakerState",
     "CircuitBreaker",
     "DEFAULT_POLICY",
+    "GradientLimiter",
     "LeastLoaded",
+    "LimitWindow",
     "PowerOfTwoChoices",
     "PrefixAware",
     "PrefixTree",

@@ -5,13 +5,15 @@ from __future__ import annotations
 from omnieval._registry import Registry
 from serving._engine import Engine
 from serving._llamacpp_bin import LLAMACPP_VERSION, build_llama_server, find_llama_server
+from serving._managed import ray_node_ip
 from serving._models import cache_dir, file_sha256, resolve_model
-from serving._types import EngineStats, GenerationRequest, GenerationResult
+from serving._types import Endpoint, EngineStats, GenerationRequest, GenerationResult
 
 ENGINES: Registry[type[Engine]] = Registry("engine")
 ENGINES.register("llamacpp", "serving._llamacpp:LlamaCppEngine")
 ENGINES.register("openai", "serving._openai:OpenAIEngine")
 ENGINES.register("simulated", "serving._simulated:SimulatedEngine")  # SIMULATED: bench/scale studies only
+ENGINES.register("instant", "serving._instant:InstantEngine")  # INSTANT (no model): line-rate benchmarks only
 ENGINES.register("vllm", "serving._vllm:VLLMEngine")
 ENGINES.register("transformers", "serving._transformers:TransformersEngine")
 ENGINES.register("sglang", "serving._sglang:SGLangEngine")
@@ -20,6 +22,7 @@ ENGINES.register("whisper", "serving._whisper:FasterWhisperEngine")
 __all__ = [
     "ENGINES",
     "LLAMACPP_VERSION",
+    "Endpoint",
     "Engine",
     "EngineStats",
     "GenerationRequest",
@@ -28,5 +31,6 @@ __all__ = [
     "cache_dir",
     "file_sha256",
     "find_llama_server",
+    "ray_node_ip",
     "resolve_model",
 ]

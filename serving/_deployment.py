@@ -71,12 +71,13 @@ class EngineReplica:
         return await self.engine.generate(request)
 
     async def stats(self) -> EngineStats:
-        s = self.engine.stats()
+        s = await self.engine.poll_stats()
         s.node_id = self._node_id
         s.engine_version = self.engine.version()
         s.model_path = self._path
         s.model_sha256 = self._sha
         s.healthy = await self.engine.check_health()
+        s.endpoint = self.engine.endpoint()
         return s
 
     async def pid(self) -> int | None:

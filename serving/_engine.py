@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from serving._types import EngineStats, GenerationRequest, GenerationResult
+from serving._types import Endpoint, EngineStats, GenerationRequest, GenerationResult
 
 
 class Engine(ABC):
@@ -42,6 +42,11 @@ class Engine(ABC):
     def version(self) -> str | None:
         return None
 
+    def endpoint(self) -> Endpoint | None:
+        """The engine's own OpenAI-compatible server, if it runs one: the pool then sends requests there over HTTP
+        and ``generate`` is only the fallback path. Engines without a server return None (Serve handle calls)."""
+        return None
+
     def stats(self) -> EngineStats:
         s = self._stats.model_copy()
         s.slots = self.slots
@@ -49,6 +54,10 @@ class Engine(ABC):
         if self._busy_since is not None:
             s.busy_s += time.monotonic() - self._busy_since
         return s
+
+    async def poll_stats(self) -> EngineStats:
+        """Stats for the controller's health pass; engines whose server counts its own load merge that in."""
+        return self.stats()
 
     @contextmanager
     def _track(self) -> Iterator[None]:

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import socket
 import subprocess
-import tempfile
-import time
 from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 
-from omnieval.errors import OmnievalUserError, ReplicaDead
+from omnieval.errors import OmnievalUserError
 from serving._llamacpp_bin import find_llama_server
-from serving._openai import OpenAIEngine
-from serving._types import GenerationRequest, GenerationResult
+from serving._managed import ServerEngine, free_port
+from serving._types import EngineStats
+
+__all__ = ["LlamaCppEngine", "free_port"]
 
 _DEFAULTS: dict[str, Any] = {
     "parallel": 4,
@@ -30,33 +28,10 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
-def _die_with_parent() -> None:
-    """Linux: the server gets SIGTERM when the replica process dies, so a killed actor leaves no orphan engine.
-
-    Ray starts workers at niceness 15; the engine is the workload, so it asks for normal priority where allowed.
-    """
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, 0)
-    except OSError:
-        pass
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class LlamaCppEngine(OpenAIEngine):
+class LlamaCppEngine(ServerEngine):
     """``--parallel`` slots share one KV cache of ``parallel × ctx_per_slot`` tokens; requests beyond the slots
-    queue inside llama-server, which is why the pool caps in-flight per replica at the slot count.
+    queue inside llama-server (the pool's adaptive limit keeps that queue short). Client actors talk to the server's
+    port directly; the replica owns its lifecycle and health, and reads its load from ``/metrics``.
 
     ``flash_attn`` defaults to off: the CPU flash-attention kernel's chunked softmax depends on how much KV a slot
     holds, so greedy outputs changed with what continuous batching and the prompt cache did; with it off (and the
@@ -69,17 +44,11 @@ class LlamaCppEngine(OpenAIEngine):
         if unknown:
             raise OmnievalUserError(f"engine 'llamacpp': unknown engine_kwargs {sorted(unknown)}; allowed: {sorted(_DEFAULTS)}")
         opts = {**_DEFAULTS, **kwargs}
-        super().__init__(
-            replica_id=replica_id,
-            model=model,
-            base_url="http://127.0.0.1:0/v1",
-            slots=int(opts["parallel"]),
-            timeout_s=float(opts["timeout_s"]),
-        )
+        super().__init__(replica_id=replica_id, model=model, slots=int(opts["parallel"]), timeout_s=float(opts["timeout_s"]))
         self.model_path = Path(model_path)
         self.opts = opts
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_path: Path | None = None
+        self.startup_timeout_s = float(opts["startup_timeout_s"])
+        self._binary: Path | None = None
         self._version: str | None = None
 
     def version(self) -> str | None:
@@ -104,66 +73,48 @@ class LlamaCppEngine(OpenAIEngine):
             reported = "unknown"
         # build flags change numerics but not --version: the cache dir name (<version>-<arch>-<tag>) says which build
         self._version = f"{reported} [{binary.parent.name}]"
-        port = free_port()
-        self.base_url = f"http://127.0.0.1:{port}/v1"
-        n = int(self.opts["parallel"])
-        cmd = [
-            str(binary), "-m", str(self.model_path), "--host", "127.0.0.1", "--port", str(port),
-            "-t", str(self._threads()), "-c", str(n * int(self.opts["ctx_per_slot"])), "--parallel", str(n),
-            "-b", str(self.opts["batch_size"]), "-fa", str(self.opts["flash_attn"]), "--no-webui",
-            *map(str, self.opts["extra_args"]),
-        ]  # fmt: skip
-        fd, log = tempfile.mkstemp(prefix=f"llama-server-{self._stats.replica_id}-", suffix=".log")
-        self._log_path = Path(log)
-        self._proc = subprocess.Popen(
-            cmd, stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
-        )
-        os.close(fd)
-        await self._wait_ready(float(self.opts["startup_timeout_s"]))
+        self._binary = binary
         await super().start()
 
-    async def _wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        async with httpx.AsyncClient(timeout=2.0) as client:
-            while time.monotonic() < deadline:
-                assert self._proc is not None
-                if self._proc.poll() is not None:
-                    raise ReplicaDead(f"llama-server exited with {self._proc.returncode} at start: {self.log_tail()}")
-                try:
-                    r = await client.get(self.base_url.removesuffix("/v1") + "/health")
-                    if r.status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.2)  # waiting on an external process's port: no event to await
-        raise ReplicaDead(f"llama-server not ready after {timeout_s}s: {self.log_tail()}")
+    def server_command(self) -> list[str]:
+        assert self._binary is not None
+        n = int(self.opts["parallel"])
+        return [
+            str(self._binary), "-m", str(self.model_path), "--host", "{host}", "--port", "{port}",
+            "-t", str(self._threads()), "-c", str(n * int(self.opts["ctx_per_slot"])), "--parallel", str(n),
+            "-b", str(self.opts["batch_size"]), "-fa", str(self.opts["flash_attn"]), "--no-webui", "--metrics",
+            *map(str, self.opts["extra_args"]),
+        ]  # fmt: skip
 
-    def log_tail(self, n: int = 5) -> str:
-        if self._log_path is None or not self._log_path.exists():
-            return ""
-        return " | ".join(self._log_path.read_text(errors="replace").strip().splitlines()[-n:])
+    async def poll_stats(self) -> EngineStats:
+        """Requests in flight and tokens generated as llama-server itself counts them (``/metrics``): clients send
+        to its port directly, so the replica process no longer sees each request."""
+        s = self.stats()
+        if self._client is None:
+            return s
+        try:
+            r = await self._client.get(self.base_url.removesuffix("/v1") + "/metrics", timeout=5.0)
+            m = parse_prometheus(r.text) if r.status_code == 200 else {}
+        except (OSError, ValueError, httpx.HTTPError):
+            m = {}
+        if m:
+            processing = int(m.get("llamacpp:requests_processing", 0))
+            deferred = int(m.get("llamacpp:requests_deferred", 0))
+            s.in_flight = max(s.in_flight, processing + deferred)
+            s.queue_depth = max(s.queue_depth, deferred)
+            s.output_tokens = max(s.output_tokens, int(m.get("llamacpp:tokens_predicted_total", 0)))
+        return s
 
-    async def check_health(self) -> bool:
-        if self._proc is None or self._proc.poll() is not None:
-            return False
-        return await super().check_health()
 
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        if self._proc is not None and self._proc.poll() is not None:
-            raise ReplicaDead(f"llama-server exited with {self._proc.returncode}", replica_id=self._stats.replica_id)
-        return await super().generate(request)
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    async def shutdown(self) -> None:
-        await super().shutdown()
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        self._proc = None
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Unlabelled samples of a Prometheus text exposition (what llama-server's ``/metrics`` returns)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#") or "{" in line:
+            continue
+        name, _, value = line.partition(" ")
+        try:
+            out[name] = float(value.split()[0])
+        except (ValueError, IndexError):
+            continue
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any, ClassVar
@@ -10,9 +11,53 @@ import httpx
 
 from omnieval.errors import ReplicaDead, RequestFailed
 from serving._engine import Engine, pop_known
-from serving._types import GenerationRequest, GenerationResult
+from serving._types import Endpoint, GenerationRequest, GenerationResult
 
 _DEFAULTS: dict[str, Any] = {"timeout_s": 300.0, "slots": 8, "max_connections": 256}
+
+
+def chat_payload(req: GenerationRequest, served_model_name: str) -> dict[str, Any]:
+    """The ``/v1/chat/completions`` body for a request (shared by the engine and the pool's direct transport)."""
+    o = req.options
+    body: dict[str, Any] = {
+        "model": served_model_name,
+        "messages": req.messages,
+        "temperature": o.temperature,
+        "top_p": o.top_p,
+        "max_tokens": o.max_tokens,
+    }
+    if o.stop:
+        body["stop"] = o.stop
+    if o.seed is not None:
+        body["seed"] = o.seed
+    return body
+
+
+def parse_chat_completion(raw: bytes, request_id: str, latency_s: float) -> GenerationResult:
+    """A chat completion response body → ``GenerationResult``; a malformed one is a ``RequestFailed``."""
+    try:
+        data = json.loads(raw)
+        choice = data["choices"][0]
+        msg = choice.get("message") or {}
+        text = _decode_text(msg.get("content"))
+        usage = data.get("usage") or {}
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        if cached is None:  # llama-server also reports it as timings.cache_n
+            cached = (data.get("timings") or {}).get("cache_n")
+        return GenerationResult(
+            request_id=request_id,
+            text=text,
+            reasoning_content=msg.get("reasoning_content"),
+            finish_reason=choice.get("finish_reason"),
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            cached_prompt_tokens=int(cached) if isinstance(cached, (int, float)) else None,
+            engine_latency_s=latency_s,
+        )
+    except RequestFailed:
+        raise
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+        raise RequestFailed(f"malformed response ({e!r}): {raw[:200]!r}") from None
 
 
 def _decode_text(raw: Any) -> str:
@@ -48,6 +93,8 @@ class OpenAIEngine(Engine):
         self._max_connections = int(opts["max_connections"])
         self._client: httpx.AsyncClient | None = None
         self._server_version: str | None = None
+        self.node_ip: str | None = None
+        """Set by managed servers (the Ray node's IP); None marks a server outside the cluster."""
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
@@ -71,20 +118,9 @@ class OpenAIEngine(Engine):
         except (httpx.HTTPError, OSError):
             return False
 
-    def _payload(self, req: GenerationRequest) -> dict[str, Any]:
-        o = req.options
-        body: dict[str, Any] = {
-            "model": self.served_model_name,
-            "messages": req.messages,
-            "temperature": o.temperature,
-            "top_p": o.top_p,
-            "max_tokens": o.max_tokens,
-        }
-        if o.stop:
-            body["stop"] = o.stop
-        if o.seed is not None:
-            body["seed"] = o.seed
-        return body
+    def endpoint(self) -> Endpoint | None:
+        return Endpoint(base_url=self.base_url, served_model_name=self.served_model_name, api_key=self._api_key or None,
+                        node_ip=self.node_ip)  # fmt: skip
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         if self._client is None:
@@ -92,7 +128,7 @@ class OpenAIEngine(Engine):
         t0 = time.monotonic()
         with self._track():
             try:
-                r = await self._client.post("/chat/completions", json=self._payload(request))
+                r = await self._client.post("/chat/completions", json=chat_payload(request, self.served_model_name))
             except httpx.TimeoutException:
                 raise RequestFailed(f"timeout after {self.timeout_s}s", timeout=True) from None
             except (httpx.ConnectError, httpx.RemoteProtocolError) as e:
@@ -101,27 +137,7 @@ class OpenAIEngine(Engine):
                 raise RequestFailed(f"connection error: {e!r}") from None
             if r.status_code >= 400:
                 raise RequestFailed(f"HTTP {r.status_code}: {r.text[:300]}")
-            try:
-                data = r.json()
-                choice = data["choices"][0]
-                msg = choice.get("message") or {}
-                text = _decode_text(msg.get("content"))
-            except (ValueError, KeyError, IndexError, TypeError) as e:
-                raise RequestFailed(f"malformed response ({e!r}): {r.text[:200]!r}") from None
-            usage = data.get("usage") or {}
-            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
-            if cached is None:  # llama-server also reports it as timings.cache_n
-                cached = (data.get("timings") or {}).get("cache_n")
-            result = GenerationResult(
-                request_id=request.request_id,
-                text=text,
-                reasoning_content=msg.get("reasoning_content"),
-                finish_reason=choice.get("finish_reason"),
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-                cached_prompt_tokens=int(cached) if isinstance(cached, (int, float)) else None,
-                engine_latency_s=time.monotonic() - t0,
-            )
+            result = parse_chat_completion(r.content, request.request_id, time.monotonic() - t0)
         return self._account(result)
 
     async def shutdown(self) -> None:

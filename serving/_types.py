@@ -10,6 +10,30 @@ from pydantic import BaseModel, ConfigDict, Field
 from omnieval._schema import GenerationOptions
 
 
+class Endpoint(BaseModel):
+    """Where client actors reach a replica's own OpenAI-compatible server over HTTP (no per-request Ray RPC).
+
+    ``node_ip`` is the IP of the Ray node running the server, or None for an external endpoint; a client on the same
+    node connects over loopback instead (``url_for``), so a server bound to every interface is reached locally.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    base_url: str
+    """OpenAI base URL ending in ``/v1``, as reachable from other nodes (or as given, for an external server)."""
+    served_model_name: str
+    """The ``model`` field the server expects."""
+    api_key: str | None = None
+    """Bearer token (a per-replica secret for managed servers; the user's key for external ones)."""
+    node_ip: str | None = None
+    """IP of the Ray node hosting the server; None for a server outside the cluster."""
+
+    def url_for(self, client_ip: str | None) -> str:
+        """Base URL for a client on ``client_ip``: loopback when it shares the server's node."""
+        if self.node_ip is not None and client_ip == self.node_ip:
+            return self.base_url.replace(f"//{self.node_ip}:", "//127.0.0.1:", 1)
+        return self.base_url
+
+
 class GenerationRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     request_id: str
@@ -56,6 +80,8 @@ class EngineStats(BaseModel):
     """Requests being served now."""
     peak_in_flight: int = 0
     """Most requests in flight at once since start (shows batching across clients and suites)."""
+    peak_clients: int = 0
+    """Most clients with requests in it at once (the pool's view; >1 means their requests were batched together)."""
     queue_depth: int = 0
     """Requests waiting for a batch slot (in_flight beyond the engine's slots)."""
     slots: int = 1
@@ -78,6 +104,8 @@ class EngineStats(BaseModel):
     """Weights file the engine loaded."""
     model_sha256: str | None = None
     """sha256 of the weights file."""
+    endpoint: Endpoint | None = None
+    """The engine's own OpenAI-compatible server, when it has one: clients send requests there directly."""
 
     @property
     def tokens_per_s(self) -> float:

@@ -49,7 +49,7 @@ class PoolBridge:
                     return hit
         routing = RoutingRequest(model=self.model, prompt_text=prompt_text(req.messages), est_tokens=req.options.max_tokens)
         try:
-            res, _ = await self.dispatcher.submit(req, routing)
+            res, _, _ = await self.dispatcher.submit(req, routing)
         except Exception as e:  # noqa: BLE001 - returned per request; the framework decides what a failure means
             return e
         self.sent += 1
@@ -64,5 +64,13 @@ class PoolBridge:
         return self._run(all_())
 
     def close(self) -> None:
+        async def done() -> None:
+            await self.dispatcher.flush()
+            await self.dispatcher.close()
+
+        try:
+            self._run(done())
+        except Exception:  # noqa: BLE001 - the controller may be gone at teardown; the results are already in
+            pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)

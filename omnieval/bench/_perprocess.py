@@ -131,10 +131,7 @@ async def _worker(job: dict[str, Any]) -> dict[str, Any]:
         t_done = time.time()
         busy = engine.stats().busy_s
     finally:
-        await engine.shutdown()
-        log = getattr(engine, "_log_path", None)  # llama.cpp engines leave their server log in /tmp otherwise
-        if log is not None:
-            Path(log).unlink(missing_ok=True)
+        await engine.shutdown()  # a cleanly stopped server's log is removed with it
     return {"benchmark": job["benchmark"], "model": job["model"], "modality": spec.modality, "records": len(records),
             "errors": errors, "output_tokens": tokens, "t_go": t_go, "t_done": t_done, "wall_s": t_done - t_go,
             "busy_s": busy, "threads": job["threads"], "engine_start_s": start_s, "latencies_s": lat,

@@ -66,11 +66,11 @@ def _stream_local(n: int, chunk: int, window: int, ckpt: CheckpointWriter) -> di
 
 
 def _materialised(n: int, chunk: int, ckpt: CheckpointWriter) -> dict[str, Any]:
-    from omnieval._runner import make_chunks
+    from omnieval._stream import lazy_chunks, record_key
 
     records = list(synthetic_records(n))
     done: list[Record] = []
-    for c in make_chunks(records, chunk):
+    for c in lazy_chunks(records, chunk, record_key):
         out = echo_chunk(c)
         ckpt.write(out)
         done += out

@@ -52,7 +52,7 @@ class Pump:
                     options=GenerationOptions(max_tokens=6, temperature=0.0, seed=0),
                 )
                 try:
-                    res, _ = await d.submit(req, RoutingRequest(model=self.model, prompt_text=text, est_tokens=6))
+                    res, _, _ = await d.submit(req, RoutingRequest(model=self.model, prompt_text=text, est_tokens=6))
                     self.served[res.replica_id] += 1
                 except Exception as e:  # noqa: BLE001 - recorded; the test asserts there were none
                     self.errors.append(repr(e))

@@ -70,7 +70,7 @@ async def _run_policy(controller: Any, policy: str, prompts: list[str]) -> list[
             messages=[{"role": "user", "content": text}],
             options=GenerationOptions(max_tokens=2, temperature=0.0, seed=0),
         )
-        res, _ = await d.submit(req, RoutingRequest(model=MODEL, prompt_text=text, est_tokens=2))
+        res, _, _ = await d.submit(req, RoutingRequest(model=MODEL, prompt_text=text, est_tokens=2))
         out.append(res)
     return out
 

@@ -1,0 +1,213 @@
+"""A server process owned by a replica: the engine's own OpenAI-compatible server (llama-server, the bench's instant
+server), started, watched and stopped by the replica, and published to the pool as an ``Endpoint``.
+
+Inside a Ray cluster the server listens on every interface behind a per-replica bearer token, so client actors on
+other nodes reach it; clients on the same node use loopback (``Endpoint.url_for``). Outside Ray it binds loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from omnieval.errors import ReplicaDead
+from serving._openai import OpenAIEngine
+from serving._types import Endpoint, GenerationRequest, GenerationResult
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ray_node_ip() -> str | None:
+    """This Ray node's IP (what other nodes reach it at), or None outside a Ray worker or driver."""
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return str(ray.util.get_node_ip_address())
+    except Exception:  # noqa: BLE001 - no Ray, or not connected: serve on loopback only
+        return None
+    return None
+
+
+def die_with_parent() -> None:
+    """Linux: the server gets SIGTERM when the replica process dies, so a killed actor leaves no orphan engine.
+
+    Ray starts workers at niceness 15; the engine is the workload, so it asks for normal priority where allowed.
+    """
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
+    except OSError:
+        pass
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def log_dir() -> Path:
+    """Server logs live here (one per process, removed when it stops cleanly), not loose in the system temp dir."""
+    d = Path(tempfile.gettempdir()) / "omnieval-servers"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+class ManagedServer:
+    """One server subprocess: ``cmd`` gets ``{host}``, ``{port}`` and ``{api_key}`` filled in."""
+
+    def __init__(self, name: str, cmd: Sequence[str], *, health_path: str = "/health", env: dict[str, str] | None = None,
+                 bind_all: bool | None = None) -> None:  # fmt: skip
+        self.name = name
+        self.cmd_template = list(cmd)
+        self.health_path = health_path
+        self.env = env
+        self.node_ip = ray_node_ip()
+        self.bind_all = (self.node_ip is not None) if bind_all is None else bind_all
+        self.api_key = secrets.token_urlsafe(24) if self.bind_all else None
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None
+
+    @property
+    def local_url(self) -> str:
+        """Root URL over loopback (the replica's own health checks and fallback path)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def public_url(self) -> str:
+        """Root URL other nodes use."""
+        host = self.node_ip if self.bind_all and self.node_ip else "127.0.0.1"
+        return f"http://{host}:{self.port}"
+
+    def command(self) -> list[str]:
+        fill = {"host": "0.0.0.0" if self.bind_all else "127.0.0.1", "port": str(self.port), "api_key": self.api_key or ""}
+        return [part.format(**fill) if "{" in part else part for part in self.cmd_template]
+
+    def launch(self, api_key_flag: str | None = "--api-key") -> None:
+        self.port = free_port()
+        cmd = self.command()
+        if self.api_key and api_key_flag:
+            cmd += [api_key_flag, self.api_key]
+        fd, log = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".log", dir=log_dir())
+        self.log_path = Path(log)
+        env = {**os.environ, **self.env} if self.env else None
+        self.proc = subprocess.Popen(
+            cmd, stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent, env=env
+        )
+        os.close(fd)
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        """Until the health path answers 200; a process that exits first fails at once with its log's tail."""
+        deadline = time.monotonic() + timeout_s
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if not self.alive():
+                    assert self.proc is not None
+                    raise ReplicaDead(f"{self.name} exited with {self.proc.returncode} at start: {self.log_tail()}")
+                try:
+                    r = await client.get(self.local_url + self.health_path)
+                    if r.status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(0.2)  # waiting on an external process's port: no event to await
+        raise ReplicaDead(f"{self.name} not ready after {timeout_s}s: {self.log_tail()}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def log_tail(self, n: int = 5) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return " | ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-n:])
+
+    def stop(self) -> None:
+        """Terminate (then kill) the process; the log is removed after a clean stop, kept after a crash."""
+        crashed = self.proc is not None and self.proc.poll() not in (None, 0)
+        if self.alive():
+            assert self.proc is not None
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if self.log_path is not None and not crashed:
+            self.log_path.unlink(missing_ok=True)
+
+
+class ServerEngine(OpenAIEngine):
+    """An engine whose replica runs the engine's own OpenAI-compatible server: the replica owns the process (start,
+    health, restart by Serve, shutdown) and publishes its ``Endpoint``; clients send requests to it directly."""
+
+    def __init__(self, *, replica_id: str, model: str, **kwargs: Any) -> None:
+        super().__init__(replica_id=replica_id, model=model, base_url="http://127.0.0.1:0/v1", **kwargs)
+        self._server: ManagedServer | None = None
+        self.startup_timeout_s = 180.0
+
+    def server_command(self) -> list[str]:
+        """The server's argv, with ``{host}`` and ``{port}`` placeholders."""
+        raise NotImplementedError
+
+    def server_env(self) -> dict[str, str] | None:
+        return None
+
+    async def start(self) -> None:
+        self._server = ManagedServer(f"{self.name}-{self._stats.replica_id}", self.server_command(), env=self.server_env())
+        self._server.launch()
+        self.base_url = self._server.local_url + "/v1"
+        self._api_key = self._server.api_key or ""
+        await self._server.wait_ready(self.startup_timeout_s)
+        await super().start()
+
+    def endpoint(self) -> Endpoint | None:
+        if self._server is None:
+            return None
+        return Endpoint(base_url=self._server.public_url + "/v1", served_model_name=self.served_model_name,
+                        api_key=self._server.api_key, node_ip=self._server.node_ip)  # fmt: skip
+
+    def log_tail(self, n: int = 5) -> str:
+        return self._server.log_tail(n) if self._server is not None else ""
+
+    async def check_health(self) -> bool:
+        if self._server is None or not self._server.alive():
+            return False
+        return await super().check_health()
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        if self._server is not None and not self._server.alive():
+            assert self._server.proc is not None
+            raise ReplicaDead(f"{self.name} server exited with {self._server.proc.returncode}",
+                              replica_id=self._stats.replica_id)  # fmt: skip
+        return await super().generate(request)
+
+    @property
+    def pid(self) -> int | None:
+        return self._server.pid if self._server is not None else None
+
+    async def shutdown(self) -> None:
+        await super().shutdown()
+        if self._server is not None:
+            self._server.stop()
+        self._server = None
