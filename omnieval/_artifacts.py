@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -174,47 +175,110 @@ _RECORD_SCHEMA = pa.schema(
 )
 
 
+class RecordsWriter:
+    """Streams Records into ``records.parquet`` in row groups (a run never holds them all); the file appears
+    atomically on ``close``. Rows are in arrival order; ``read_records`` returns them sorted by key."""
+
+    BATCH = 2048
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / RECORDS
+        self._tmp = self.path.with_suffix(".parquet.tmp")
+        self._cols: dict[str, list[Any]] = {f.name: [] for f in _RECORD_SCHEMA}
+        self._writer: pq.ParquetWriter | None = None
+        self.count = 0
+
+    def add(self, r: Record) -> None:
+        c = self._cols
+        c["model"].append(r.model)
+        c["benchmark"].append(r.benchmark)
+        c["index"].append(r.index)
+        c["prediction"].append(r.prediction)
+        c["prediction_postprocessed"].append(r.prediction_postprocessed)
+        c["label"].append(json.dumps(r.label))
+        c["error_kind"].append(r.error.kind if r.error else None)
+        c["latency"].append(r.latency)
+        c["metrics"].append(json.dumps(r.metrics))
+        c["record"].append(r.model_dump_json())
+        self.count += 1
+        if len(c["record"]) >= self.BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        table = pa.table(self._cols, schema=_RECORD_SCHEMA)
+        try:
+            if self._writer is None:
+                self._writer = pq.ParquetWriter(self._tmp, _RECORD_SCHEMA)
+            self._writer.write_table(table)
+        except OSError as e:
+            self.abort()
+            raise ArtifactWriteError(
+                f"could not write {self.path}: {e.strerror or e}; free space or fix permissions, then "
+                f"`omnieval run --resume {self.path.parent}` finishes from the checkpoint without re-inference"
+            ) from e
+        self._cols = {f.name: [] for f in _RECORD_SCHEMA}
+
+    def close(self) -> Path:
+        if self._cols["record"] or self._writer is None:
+            self._flush()
+        assert self._writer is not None
+        try:
+            self._writer.close()
+            self._writer = None
+            os.replace(self._tmp, self.path)
+        except OSError as e:
+            self.abort()
+            raise ArtifactWriteError(
+                f"could not write {self.path}: {e.strerror or e}; free space or fix permissions, then "
+                f"`omnieval run --resume {self.path.parent}` finishes from the checkpoint without re-inference"
+            ) from e
+        return self.path
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except OSError:
+                pass
+            self._writer = None
+        self._tmp.unlink(missing_ok=True)
+
+
 def write_records(run_dir: Path, records: list[Record]) -> Path:
     """Every Record, lossless in the ``record`` JSON column, with flat columns for quick queries."""
-    cols: dict[str, list[Any]] = {f.name: [] for f in _RECORD_SCHEMA}
+    w = RecordsWriter(run_dir)
     for r in sorted(records, key=lambda r: r.key):
-        cols["model"].append(r.model)
-        cols["benchmark"].append(r.benchmark)
-        cols["index"].append(r.index)
-        cols["prediction"].append(r.prediction)
-        cols["prediction_postprocessed"].append(r.prediction_postprocessed)
-        cols["label"].append(json.dumps(r.label))
-        cols["error_kind"].append(r.error.kind if r.error else None)
-        cols["latency"].append(r.latency)
-        cols["metrics"].append(json.dumps(r.metrics))
-        cols["record"].append(r.model_dump_json())
-    table = pa.table(cols, schema=_RECORD_SCHEMA)
-    _atomic_write(Path(run_dir) / RECORDS, lambda tmp: pq.write_table(table, tmp))
-    return Path(run_dir) / RECORDS
+        w.add(r)
+    return w.close()
 
 
 def read_records(run_dir: Path) -> list[Record]:
+    """Every Record of a run, sorted by key (model, benchmark, index)."""
     table = pq.read_table(Path(run_dir) / RECORDS, columns=["record"])
-    return [Record.model_validate_json(s) for s in table.column("record").to_pylist()]
+    return sorted((Record.model_validate_json(s) for s in table.column("record").to_pylist()), key=lambda r: r.key)
+
+
+def iter_checkpoint(run_dir: Path) -> Iterator[Record]:
+    """Records persisted during a run (before scoring), one at a time; a torn last line from a crash is skipped."""
+    path = Path(run_dir) / CHECKPOINT
+    if not path.is_file():
+        return
+    with open(path, encoding="utf-8") as f:
+        pending: str | None = None
+        for line in f:
+            if pending is not None:
+                yield Record.model_validate_json(pending)
+            pending = line if line.strip() else None
+        if pending is not None:
+            try:
+                yield Record.model_validate_json(pending)
+            except ValueError:
+                return  # torn final write
 
 
 def read_checkpoint(run_dir: Path) -> list[Record]:
     """Records persisted during a run (before scoring); a torn last line from a crash is skipped."""
-    path = Path(run_dir) / CHECKPOINT
-    if not path.is_file():
-        return []
-    out: list[Record] = []
-    lines = path.read_text().splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            out.append(Record.model_validate_json(line))
-        except ValueError:
-            if i == len(lines) - 1:  # torn final write
-                continue
-            raise
-    return out
+    return list(iter_checkpoint(run_dir))
 
 
 class CheckpointWriter:

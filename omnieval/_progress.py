@@ -44,6 +44,13 @@ class RunProgress:
         for key, task in self._tasks.items():
             self._progress.update(task, completed=self.done[key], tps=tps)
 
+    def advance_counts(self, counts: dict[tuple[str, str], int]) -> None:
+        """Samples already done before this run started (a resumed run's checkpoint)."""
+        for key, n in counts.items():
+            self.done[key] = self.done.get(key, 0) + n
+        for key, task in self._tasks.items():
+            self._progress.update(task, completed=self.done[key])
+
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / max(time.monotonic() - self.t0, 1e-9)

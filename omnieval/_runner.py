@@ -1,17 +1,21 @@
-"""Run a suite end to end: pool up → shard → dispatch via client actors → checkpoint → score → artifact.
+"""Run a suite end to end: plan → pool up → streaming dispatch via client actors → checkpoint → streaming score →
+artifact.
 
-Records are checkpointed as they return (before scoring), so a killed driver resumes with ``--resume`` and no
-sample is inferred twice.
+Records are built lazily, checkpointed as they return (before scoring) and never all held by the driver; a killed
+driver resumes with ``--resume`` and no sample is inferred twice.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import secrets
 import socket
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +25,19 @@ from omnieval._artifacts import (
     BenchmarkProvenance,
     CheckpointWriter,
     ModelProvenance,
+    RecordsWriter,
     RunManifest,
     ScoreRow,
-    read_checkpoint,
+    iter_checkpoint,
     read_manifest,
+    read_records,
     write_manifest,
-    write_records,
 )
 from omnieval._config import SuiteConfig
 from omnieval._progress import RunProgress
 from omnieval._provenance import cluster_hostnames, git_commit, package_versions
 from omnieval._schema import Record
-from omnieval._scoring import group, score_benchmark
+from omnieval._scoring import group
 from omnieval.benchmarks import BenchmarkSpec, get_benchmark
 
 log = logging.getLogger("omnieval")
@@ -42,7 +47,11 @@ log = logging.getLogger("omnieval")
 class RunResult:
     run_dir: Path
     manifest: RunManifest
-    records: list[Record] = field(default_factory=list)
+
+    @cached_property
+    def records(self) -> list[Record]:
+        """Every Record of the run, read back from ``records.parquet`` on first use (a run never keeps them)."""
+        return read_records(self.run_dir)
 
 
 def new_run_id(suite: SuiteConfig) -> str:
@@ -50,22 +59,30 @@ def new_run_id(suite: SuiteConfig) -> str:
     return f"{suite.name}-{stamp}-{secrets.token_hex(3)}"
 
 
-def build_records(suite: SuiteConfig) -> tuple[list[Record], dict[str, BenchmarkSpec]]:
-    specs: dict[str, BenchmarkSpec] = {}
-    out: list[Record] = []
+def builtin_specs(suite: SuiteConfig) -> dict[str, BenchmarkSpec]:
+    """The suite's built-in benchmarks as it runs them, by key (framework tasks build their own samples)."""
+    return {b.key: effective_spec(get_benchmark(b.name), b) for b in suite.benchmarks if b.framework == "builtin"}
+
+
+def iter_records(suite: SuiteConfig, specs: dict[str, BenchmarkSpec]) -> Iterator[Record]:
+    """The suite's Records one at a time (benchmark order, then model order, then sample order)."""
     for b in suite.benchmarks:
-        if b.framework != "builtin":
-            continue  # framework tasks build their own samples inside their client actors
-        spec = effective_spec(get_benchmark(b.name), b)
-        specs[b.key] = spec
+        spec = specs.get(b.key)
+        if spec is None:
+            continue
         for m in suite.models:
             if b.models is not None and m.name not in b.models:
                 continue
-            out += spec.records(
+            yield from spec.iter_records(
                 model=m.name, generation=suite.generation, limit=b.limit, prompt=b.prompt, overrides=b.generation,
                 options=b.options,
             )  # fmt: skip
-    return out, specs
+
+
+def build_records(suite: SuiteConfig) -> tuple[list[Record], dict[str, BenchmarkSpec]]:
+    """Every Record at once (benchmarks and tests; a run streams them with ``iter_records``)."""
+    specs = builtin_specs(suite)
+    return list(iter_records(suite, specs)), specs
 
 
 def preflight(suite: SuiteConfig) -> None:
@@ -88,38 +105,21 @@ def preflight(suite: SuiteConfig) -> None:
                 ) from None
 
 
-def _dispatch_all(
-    suite: SuiteConfig, clients: list[Any], records: list[Record], ckpt: CheckpointWriter, progress: RunProgress,
-    inflight: int,
-) -> list[Record]:
+def _dispatch_all(suite: SuiteConfig, clients: list[Any], records: Iterable[Record], sink: Any, inflight: int) -> None:
     """Chunks stream to the client actors with enough in flight to fill every replica's adaptive limit at its
-    ceiling; each finished chunk is checkpointed on arrival (before scoring: a crash after this loses nothing)."""
+    ceiling; each finished chunk goes to ``sink`` on arrival and is dropped."""
     from omnieval._stream import RayChunkRunner, stream_dispatch
-
-    done: list[Record] = []
-
-    def sink(recs: list[Record]) -> None:
-        ckpt.write(recs)
-        progress.advance(recs)
-        done.extend(recs)
 
     size = suite.pool.chunk_size
     window = max(2 * len(clients), -(-inflight // size) + len(clients))
     stream_dispatch(records, RayChunkRunner(clients), sink, chunk_size=size, window=window)
-    return done
 
 
-def _phases(todo: list[Record], specs: dict[str, BenchmarkSpec]) -> list[list[Record]]:
-    """Wave k holds turn k of every multi-turn conversation whose later turns need the model's own answers;
-    everything else runs in the first wave."""
+def _turn_waves(seq: list[Record]) -> list[list[Record]]:
+    """Wave k holds turn k of every multi-turn conversation whose later turns need the model's own answers."""
     from omnieval.benchmarks.omniassist import turn_waves
 
-    seq = [r for r in todo if specs[r.benchmark].sequential_turns]
-    rest = [r for r in todo if not specs[r.benchmark].sequential_turns]
-    waves = turn_waves(seq) if seq else []
-    if not waves:
-        return [rest]
-    return [rest + waves[0], *waves[1:]]
+    return turn_waves(seq) if seq else []
 
 
 def _fill_history(wave: list[Record], done: dict[tuple[str, str, int], Record]) -> list[Record]:
@@ -134,20 +134,26 @@ def _fill_history(wave: list[Record], done: dict[tuple[str, str, int], Record]) 
     return out
 
 
-def run_suite(
-    suite: SuiteConfig,
-    *,
-    config_path: str | None = None,
-    output_dir: str | None = None,
-    resume_dir: str | Path | None = None,
-    show_progress: bool | None = None,
-    keep_pool: bool = False,
-) -> RunResult:
-    from cluster import connect
-    from pool import EvalClient, get_controller
+@dataclass
+class RunPlan:
+    """What a run will do, worked out before anything starts: bad data fails here, before a run directory or Ray."""
 
-    t_start = time.monotonic()
-    timings: dict[str, float] = {}
+    suite: SuiteConfig
+    specs: dict[str, BenchmarkSpec]
+    totals: dict[tuple[str, str], int]
+    """Samples per (model, benchmark)."""
+    run_dir: Path
+    manifest: RunManifest
+    done: dict[tuple[str, str], int]
+    """Samples per (model, benchmark) already in the checkpoint (a resumed run)."""
+    done_keys: set[tuple[str, str, int]]
+    """Their keys."""
+
+
+def plan_run(
+    suite: SuiteConfig, *, config_path: str | None = None, output_dir: str | None = None,
+    resume_dir: str | Path | None = None,
+) -> RunPlan:  # fmt: skip
     if resume_dir is not None:
         run_dir = Path(resume_dir)
         old = read_manifest(run_dir)
@@ -155,7 +161,10 @@ def run_suite(
             raise ValueError(f"{run_dir} is already completed; nothing to resume (use `omnieval rerun` to reproduce)")
         suite = SuiteConfig.model_validate(old.config)
     preflight(suite)
-    records, specs = build_records(suite)  # bad data fails here, before a run directory or Ray exists
+    specs = builtin_specs(suite)
+    totals: dict[tuple[str, str], int] = {}
+    for r in iter_records(suite, specs):  # validates every sample in O(1) memory; the run builds them again lazily
+        totals[(r.model, r.benchmark)] = totals.get((r.model, r.benchmark), 0) + 1
     if resume_dir is not None:
         run_id, created, config_path = old.run_id, old.created, old.config_path
     else:
@@ -168,101 +177,206 @@ def run_suite(
         config_path=config_path, packages=package_versions(), git_commit=git_commit(),
     )  # fmt: skip
     write_manifest(run_dir, manifest)
+    done: dict[tuple[str, str], int] = {}
+    done_keys: set[tuple[str, str, int]] = set()
+    for r in iter_checkpoint(run_dir):
+        done_keys.add(r.key)
+        done[(r.model, r.benchmark)] = done.get((r.model, r.benchmark), 0) + 1
+    return RunPlan(suite=suite, specs=specs, totals=totals, run_dir=run_dir, manifest=manifest, done=done,
+                   done_keys=done_keys)  # fmt: skip
+
+
+@dataclass
+class _Tally:
+    """Throughput counters of what a run answered, kept instead of the Records themselves."""
+
+    answered: int = 0
+    cache_hits: int = 0
+    tokens: int = 0
+
+    def add(self, records: list[Record]) -> None:
+        for r in records:
+            self.answered += 1
+            if r.meta.get("cache_hit"):
+                self.cache_hits += 1
+            elif r.output is not None and r.output.usage is not None:
+                self.tokens += r.output.usage.completion_tokens
+
+
+def run_suite(
+    suite: SuiteConfig,
+    *,
+    config_path: str | None = None,
+    output_dir: str | None = None,
+    resume_dir: str | Path | None = None,
+    show_progress: bool | None = None,
+    keep_pool: bool = False,
+) -> RunResult:
+    """plan (validate, run directory) → execute (pool up, streaming dispatch into the checkpoint) → finalize
+    (streaming scoring into ``records.parquet``, manifest). The driver holds the in-flight chunks, not the suite."""
+    from cluster import connect
+    from pool import get_controller
+
+    t_start = time.monotonic()
+    plan = plan_run(suite, config_path=config_path, output_dir=output_dir, resume_dir=resume_dir)
+    suite, run_dir, manifest = plan.suite, plan.run_dir, plan.manifest
     connect(suite.ray)
     manifest.ray_version = ray.__version__
     manifest.hostnames = cluster_hostnames() or [socket.gethostname()]
-    previous = {r.key: r for r in read_checkpoint(run_dir)}
-    todo = [r for r in records if r.key not in previous]
     controller = get_controller(suite.pool.health_check_period_s)
-    ckpt = CheckpointWriter(run_dir)
+    timings: dict[str, float] = {}
     try:
-        t0 = time.monotonic()
-        needed = {r.model for r in todo} | {b.judge for b in suite.benchmarks if b.judge}
-        needed |= {m.name for b in suite.benchmarks if b.framework != "builtin" for m in suite.models
-                   if (b.models is None or m.name in b.models) and not _fw_file(run_dir, b.key, m.name).exists()}  # fmt: skip
-        for m in suite.models:
-            if m.name in needed:
-                ray.get(controller.ensure_model.remote(m.model_dump(mode="json"), run_id))
-        timings["pool_up_s"] = time.monotonic() - t0
-        # size the in-flight window for the largest the pool may grow to (elastic scale-out adds replicas), each
-        # replica at its concurrency ceiling: the adaptive limits, not this window, decide what is sent
-        inflight = sum(suite.pool.max_inflight_per_replica * max(m.replicas, m.max_replicas or 0)
-                       for m in suite.models if m.name in needed) or 1  # fmt: skip
-        cache_path = None
-        if suite.cache.enabled:
-            from omnieval._cache import default_cache_path
-
-            cache_path = suite.cache.path or str(default_cache_path())
-        pool_cfg = suite.pool.model_dump(mode="json")
-        clients = [EvalClient.remote(controller, pool_cfg, suite.seed, i, cache_path) for i in range(suite.pool.clients)]
-        t0 = time.monotonic()
-        ray.get([c.ready.remote() for c in clients])
-        timings["clients_up_s"] = time.monotonic() - t0
-        totals: dict[tuple[str, str], int] = {}
-        for r in records:
-            totals[(r.model, r.benchmark)] = totals.get((r.model, r.benchmark), 0) + 1
-        t0 = time.monotonic()
-        fw_refs = _start_frameworks(suite, run_dir, controller, pool_cfg, cache_path)
-        done = dict(previous)
-        new: list[Record] = []
-        with RunProgress(totals, enabled=show_progress) as progress:
-            progress.advance(list(previous.values()), already_done=True)
-            for wave in _phases(todo, specs):
-                wave = _fill_history(wave, done)
-                got = _dispatch_all(suite, clients, wave, ckpt, progress, inflight)
-                done.update((r.key, r) for r in got)
-                new += got
-            fw_results = _finish_frameworks(suite, run_dir, fw_refs)
-            tokens_per_s = progress.tokens_per_s
-        timings["inference_s"] = time.monotonic() - t0
-        answered = new + [r for res in fw_results for r in res.records]  # framework tasks count too
-        inferred = [r for r in answered if not r.meta.get("cache_hit")]
-        n_tokens = sum(r.output.usage.completion_tokens for r in inferred if r.output and r.output.usage)
+        fw_results, tally = _execute(plan, controller, timings, show_progress)
+        w = max(timings["inference_s"], 1e-9)
+        inferred = tally.answered - tally.cache_hits
         manifest.throughput = {
-            "output_tokens": float(n_tokens),
-            "output_tokens_per_s": n_tokens / timings["inference_s"] if answered else 0.0,
-            "requests_per_s": len(inferred) / timings["inference_s"] if answered else 0.0,
-            "inferred": float(len(inferred)),
-            "cache_hits": float(len(answered) - len(inferred)),
-            "live_tokens_per_s": tokens_per_s,
+            "output_tokens": float(tally.tokens),
+            "output_tokens_per_s": tally.tokens / w if tally.answered else 0.0,
+            "requests_per_s": inferred / w if tally.answered else 0.0,
+            "inferred": float(inferred),
+            "cache_hits": float(tally.cache_hits),
+            "live_tokens_per_s": tally.tokens / w if tally.answered else 0.0,
         }
-        final = [done[r.key] for r in records] + [r for res in fw_results for r in res.records]
         manifest.models = _model_provenance(suite, ray.get(controller.replicas.remote()))
-
-        t0 = time.monotonic()
-        manifest.scores = _score(suite, [r for r in final if r.benchmark in specs], specs, controller)
-        manifest.scores += [s for res in fw_results for s in res.scores]
-        timings["scoring_s"] = time.monotonic() - t0
-        if suite.verifier is not None and suite.verifier.enabled:
-            from omnieval.verifier import run_verifier, verifier_rows
-
-            t0 = time.monotonic()
-            run_verifier(final, suite.verifier)
-            engines = {m.name: m.engine for m in suite.models}
-            for model in {r.model for r in final}:
-                manifest.scores += verifier_rows([r for r in final if r.model == model], engine=engines[model])
-            timings["verifier_s"] = time.monotonic() - t0
+        _finalize(plan, controller, fw_results, timings)
     except BaseException as e:
         manifest.status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         manifest.error = f"{type(e).__name__}: {e}"
         write_manifest(run_dir, manifest)
         raise
     finally:
-        ckpt.close()
         if not keep_pool:
             try:
-                ray.get(controller.release.remote(run_id))
+                ray.get(controller.release.remote(manifest.run_id))
             except Exception as e:  # noqa: BLE001 - cleanup must not hide the run's own outcome
                 log.warning("pool release failed: %r", e)
-
-    manifest.benchmarks = [_bench_provenance(suite, specs[b.key], final) for b in suite.benchmarks if b.key in specs]
-    manifest.benchmarks += _framework_provenance(suite, fw_results, final)
-    write_records(run_dir, final)
     timings["total_s"] = time.monotonic() - t_start
     manifest.timings = timings
     manifest.status = "completed"
     write_manifest(run_dir, manifest)
-    return RunResult(run_dir=run_dir, manifest=manifest, records=final)
+    return RunResult(run_dir=run_dir, manifest=manifest)
+
+
+def _execute(plan: RunPlan, controller: Any, timings: dict[str, float], show_progress: bool | None) -> tuple[list[Any], _Tally]:
+    """Pool up, then every Record not yet in the checkpoint streams through the client actors into it."""
+    from pool import EvalClient
+
+    suite, run_dir, specs = plan.suite, plan.run_dir, plan.specs
+    t0 = time.monotonic()
+    needed = {m for (m, b), n in plan.totals.items() if plan.done.get((m, b), 0) < n}
+    needed |= {b.judge for b in suite.benchmarks if b.judge}
+    needed |= {m.name for b in suite.benchmarks if b.framework != "builtin" for m in suite.models
+               if (b.models is None or m.name in b.models) and not _fw_file(run_dir, b.key, m.name).exists()}  # fmt: skip
+    for m in suite.models:
+        if m.name in needed:
+            ray.get(controller.ensure_model.remote(m.model_dump(mode="json"), plan.manifest.run_id))
+    timings["pool_up_s"] = time.monotonic() - t0
+    # size the in-flight window for the largest the pool may grow to (elastic scale-out adds replicas), each
+    # replica at its concurrency ceiling: the adaptive limits, not this window, decide what is sent
+    inflight = sum(suite.pool.max_inflight_per_replica * max(m.replicas, m.max_replicas or 0)
+                   for m in suite.models if m.name in needed) or 1  # fmt: skip
+    cache_path = None
+    if suite.cache.enabled:
+        from omnieval._cache import default_cache_path
+
+        cache_path = suite.cache.path or str(default_cache_path())
+    pool_cfg = suite.pool.model_dump(mode="json")
+    clients = [EvalClient.remote(controller, pool_cfg, suite.seed, i, cache_path) for i in range(suite.pool.clients)]
+    t0 = time.monotonic()
+    ray.get([c.ready.remote() for c in clients])
+    timings["clients_up_s"] = time.monotonic() - t0
+    t0 = time.monotonic()
+    fw_refs = _start_frameworks(suite, run_dir, controller, pool_cfg, cache_path)
+    tally = _Tally()
+    seq_specs = {k: s for k, s in specs.items() if s.sequential_turns}
+    # multi-turn conversations that feed the model's own answers back run in turn waves; their Records are few and
+    # are kept, everything else streams
+    seq_done = {r.key: r for r in iter_checkpoint(run_dir) if r.benchmark in seq_specs} if seq_specs else {}
+    seq = [r for r in iter_records(suite, seq_specs) if r.key not in plan.done_keys]
+    waves = _turn_waves(seq)
+    rest = (r for r in iter_records(suite, {k: s for k, s in specs.items() if k not in seq_specs})
+            if r.key not in plan.done_keys)  # fmt: skip
+    ckpt = CheckpointWriter(run_dir)
+    try:
+        with RunProgress(plan.totals, enabled=show_progress) as progress:
+            progress.advance_counts(plan.done)
+
+            def sink(recs: list[Record]) -> None:
+                ckpt.write(recs)  # persisted before scoring: a crash after this loses nothing
+                progress.advance(recs)
+                tally.add(recs)
+                seq_done.update((r.key, r) for r in recs if r.benchmark in seq_specs)
+
+            first = itertools.chain(rest, _fill_history(waves[0], seq_done) if waves else [])
+            _dispatch_all(suite, clients, first, sink, inflight)
+            for wave in waves[1:]:
+                _dispatch_all(suite, clients, _fill_history(wave, seq_done), sink, inflight)
+            fw_results = _finish_frameworks(suite, run_dir, fw_refs)
+    finally:
+        ckpt.close()
+    for res in fw_results:  # framework tasks count too
+        tally.add(res.records)
+    timings["inference_s"] = time.monotonic() - t0
+    return fw_results, tally
+
+
+def _finalize(plan: RunPlan, controller: Any, fw_results: list[Any], timings: dict[str, float]) -> None:
+    """Stream the checkpoint once: each Record is postprocessed, scored and written to ``records.parquet``; only
+    judge-scored benchmarks (and every Record when the verifier runs, which needs them together) are kept."""
+    from omnieval._scoring import BenchmarkScorer, score_judged
+
+    suite, specs, manifest = plan.suite, plan.specs, plan.manifest
+    engines = {m.name: m.engine for m in suite.models}
+    verifier = suite.verifier is not None and suite.verifier.enabled
+    t0 = time.monotonic()
+    scorers: dict[tuple[str, str], BenchmarkScorer] = {}
+    kept: list[Record] = []
+    writer = RecordsWriter(plan.run_dir)
+    try:
+        for r in iter_checkpoint(plan.run_dir):
+            spec = specs[r.benchmark]
+            if spec.judge_module:
+                kept.append(r)
+                continue
+            key = (r.model, r.benchmark)
+            sc = scorers.get(key)
+            if sc is None:
+                sc = scorers[key] = BenchmarkScorer(spec, model=r.model, engine=engines[r.model])
+            sc.add(r)
+            (kept.append if verifier else writer.add)(r)
+        rows: dict[tuple[str, str], list[ScoreRow]] = {k: sc.rows() for k, sc in scorers.items()}
+        for (model, bench), recs in group([r for r in kept if specs[r.benchmark].judge_module]).items():
+            cfg = _cfg(suite, bench)
+            rows[(model, bench)] = score_judged(
+                recs, specs[bench], model=model, engine=engines[model], judge_model=cfg.judge, controller=controller,
+                pool_cfg=suite.pool, max_tokens=cfg.judge_max_tokens,
+            )  # fmt: skip
+        order = {b.key: i for i, b in enumerate(suite.benchmarks)}
+        models = {m.name: i for i, m in enumerate(suite.models)}
+        manifest.scores = [s for k in sorted(rows, key=lambda k: (order[k[1]], models[k[0]])) for s in rows[k]]
+        manifest.scores += [s for res in fw_results for s in res.scores]
+        timings["scoring_s"] = time.monotonic() - t0
+        fw_records = [r for res in fw_results for r in res.records]
+        if verifier:
+            from omnieval.verifier import run_verifier, verifier_rows
+
+            t0 = time.monotonic()
+            final = kept + fw_records
+            run_verifier(final, suite.verifier)  # type: ignore[arg-type]
+            for model in sorted({r.model for r in final}, key=lambda m: models[m]):
+                manifest.scores += verifier_rows([r for r in final if r.model == model], engine=engines[model])
+            timings["verifier_s"] = time.monotonic() - t0
+        else:
+            final = kept + fw_records  # judged Records, framework Records
+        for r in final:
+            writer.add(r)
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    manifest.benchmarks = [_bench_provenance(suite, specs[b.key], plan.totals) for b in suite.benchmarks
+                           if b.key in specs]  # fmt: skip
+    manifest.benchmarks += _framework_provenance(suite, fw_results)
 
 
 def _fw_file(run_dir: Path, key: str, model: str) -> Path:
@@ -319,7 +433,7 @@ def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, 
     return out
 
 
-def _framework_provenance(suite: SuiteConfig, results: list[Any], records: list[Record]) -> list[BenchmarkProvenance]:
+def _framework_provenance(suite: SuiteConfig, results: list[Any]) -> list[BenchmarkProvenance]:
     out = []
     for b in suite.benchmarks:
         if b.framework == "builtin":
@@ -327,7 +441,8 @@ def _framework_provenance(suite: SuiteConfig, results: list[Any], records: list[
         res = next((r for r in results if r.records and r.records[0].benchmark == b.key), None)
         out.append(BenchmarkProvenance(
             name=b.key, version=";".join(f"{k}={v}" for k, v in (res.versions if res else {}).items()) or "unknown",
-            framework=b.framework, task_type=b.name, num_samples=sum(1 for r in records if r.benchmark == b.key),
+            framework=b.framework, task_type=b.name,
+            num_samples=sum(1 for res in results for r in res.records if r.benchmark == b.key),
             generation={**suite.generation.model_dump(), **b.generation}, metrics=[{"options": b.options}],
         ))  # fmt: skip
     return out
@@ -347,24 +462,6 @@ def _cfg(suite: SuiteConfig, key: str) -> Any:
     return next(b for b in suite.benchmarks if b.key == key)
 
 
-def _score(
-    suite: SuiteConfig, records: list[Record], specs: dict[str, BenchmarkSpec], controller: Any
-) -> list[ScoreRow]:
-    from omnieval._scoring import score_judged
-
-    engines = {m.name: m.engine for m in suite.models}
-    rows: list[ScoreRow] = []
-    for (model, bench), recs in group(records).items():
-        spec = specs[bench]
-        if spec.judge_module:
-            cfg = _cfg(suite, bench)
-            rows += score_judged(recs, spec, model=model, engine=engines[model], judge_model=cfg.judge,
-                                 controller=controller, pool_cfg=suite.pool, max_tokens=cfg.judge_max_tokens)  # fmt: skip
-        else:
-            rows += score_benchmark(recs, spec, model=model, engine=engines[model])
-    return rows
-
-
 def _model_provenance(suite: SuiteConfig, replicas: list[Any]) -> list[ModelProvenance]:
     out = []
     for m in suite.models:
@@ -379,13 +476,13 @@ def _model_provenance(suite: SuiteConfig, replicas: list[Any]) -> list[ModelProv
     return out
 
 
-def _bench_provenance(suite: SuiteConfig, spec: BenchmarkSpec, records: list[Record]) -> BenchmarkProvenance:
+def _bench_provenance(suite: SuiteConfig, spec: BenchmarkSpec, totals: dict[tuple[str, str], int]) -> BenchmarkProvenance:
     cfg = _cfg(suite, spec.name)
     gen = suite.generation.model_copy(update={**spec.generation, **cfg.generation})
     return BenchmarkProvenance(
         name=spec.name, version=spec.version, framework=spec.framework, modality=spec.modality,
         task_type=spec.task_type, data_path=str(spec.data_path), data_sha256=spec.data_sha256(),
-        num_samples=sum(1 for r in records if r.benchmark == spec.name),
+        num_samples=sum(n for (_, b), n in totals.items() if b == spec.name),
         prompt_template=spec.prompt_template if cfg.prompt == "native" else spec.uniform_prompt_template,
         system_prompt=spec.system_prompt, postprocessor=spec.postprocessor,
         metrics=[{"name": m.name, "settings": m.settings} for m in spec.metrics], generation=gen.model_dump(mode="json"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import Any
 
 from omnieval._artifacts import ScoreRow
 from omnieval._schema import Record, RecordError
@@ -16,45 +17,90 @@ def postprocess(records: list[Record], spec: BenchmarkSpec) -> None:
 
     fn = get_postprocessor(spec.postprocessor)
     for r in records:
-        if r.output is None or r.output.text is None:
-            continue
-        try:
-            r.output.text.prediction_postprocessed = [fn(p, r) for p in r.output.text.prediction]
-        except Exception as e:  # noqa: BLE001 - one bad sample must not lose the others
-            r.error = RecordError(kind="postprocess", message=f"{spec.postprocessor}: {e!r}")
+        _postprocess_one(r, fn, spec.postprocessor)
+
+
+def _postprocess_one(r: Record, fn: Any, name: str) -> None:
+    if r.output is None or r.output.text is None:
+        return
+    try:
+        r.output.text.prediction_postprocessed = [fn(p, r) for p in r.output.text.prediction]
+    except Exception as e:  # noqa: BLE001 - one bad sample must not lose the others
+        r.error = RecordError(kind="postprocess", message=f"{name}: {e!r}")
+
+
+class BenchmarkScorer:
+    """Scores one (model, benchmark) group a record at a time, so a run never holds the group to score it.
+
+    Each record is postprocessed and gets its per-sample metric values; a mean metric keeps only a running sum and a
+    corpus metric (one that defines its own ``aggregate``: BLEU, chrF, WER) keeps only the prediction and reference
+    strings it recomputes from. ``rows()`` gives one ScoreRow per metric on 0–100, failed samples counted as wrong.
+    """
+
+    def __init__(self, spec: BenchmarkSpec, *, model: str, engine: str) -> None:
+        from omnieval.metrics import Metric, make_metric
+        from omnieval.postprocess import get_postprocessor
+
+        self.spec, self.model, self.engine = spec, model, engine
+        self._post = get_postprocessor(spec.postprocessor)
+        self._metrics = [(ms.name, make_metric(ms.name, **ms.settings)) for ms in spec.metrics]
+        self._corpus_kind = {n: type(m).aggregate is not Metric.aggregate for n, m in self._metrics}
+        self._sums = {n: 0.0 for n, _ in self._metrics}
+        self._strings: dict[str, tuple[list[str | None], list[Any]]] = {
+            n: ([], []) for n, c in self._corpus_kind.items() if c
+        }
+        self.n = 0
+        self.ok = 0
+
+    def add(self, r: Record) -> None:
+        """Postprocess and score ``r`` in place, and fold it into the aggregates."""
+        self.n += 1
+        _postprocess_one(r, self._post, self.spec.postprocessor)
+        if r.error is not None or r.output is None:
+            return
+        self.ok += 1
+        pred, ref = r.prediction_postprocessed, r.label
+        for name, metric in self._metrics:
+            v = float(metric.score(pred, ref, r))
+            r.metrics[name] = v
+            self._sums[name] += v
+            if name in self._strings:
+                preds, refs = self._strings[name]
+                preds.append(pred)
+                refs.append(ref)
+
+    def rows(self) -> list[ScoreRow]:
+        rows = []
+        for name, metric in self._metrics:
+            if not self.ok:
+                value = None
+            elif name in self._strings:
+                preds, refs = self._strings[name]  # corpus aggregates read predictions and references only
+                value = metric.aggregate([], preds, refs)
+            else:
+                value = 100.0 * self._sums[name] / self.ok
+            # Failed samples count as wrong: a run with errors must not look better than one without.
+            if value is not None and metric.higher_is_better and not _corpus(name):
+                value = value * self.ok / self.n
+            rows.append(
+                ScoreRow(
+                    model=self.model, benchmark=self.spec.name, metric=name,
+                    value=None if value is None or math.isnan(value) else round(value, 4),
+                    num_samples=self.n, num_errors=self.n - self.ok, engine=self.engine,
+                    framework=self.spec.framework, modality=self.spec.modality,
+                )
+            )  # fmt: skip
+        return rows
 
 
 def score_benchmark(
     records: list[Record], spec: BenchmarkSpec, *, model: str, engine: str
 ) -> list[ScoreRow]:
     """Per-sample metrics into each Record and one ScoreRow per metric (0–100)."""
-    from omnieval.metrics import make_metric
-
-    postprocess(records, spec)
-    ok = [r for r in records if r.error is None and r.output is not None]
-    n_err = len(records) - len(ok)
-    rows = []
-    for ms in spec.metrics:
-        metric = make_metric(ms.name, **ms.settings)
-        preds = [r.prediction_postprocessed for r in ok]
-        refs = [r.label for r in ok]
-        for r, p, ref in zip(ok, preds, refs, strict=True):
-            r.metrics[ms.name] = float(metric.score(p, ref, r))
-        # Failed samples count as wrong: a run with errors must not look better than one without.
-        if ok:
-            agg = metric.aggregate(ok, preds, refs)
-            value = agg * len(ok) / len(records) if metric.higher_is_better and not _corpus(ms.name) else agg
-        else:
-            value = None
-        rows.append(
-            ScoreRow(
-                model=model, benchmark=spec.name, metric=ms.name,
-                value=None if value is None or math.isnan(value) else round(value, 4),
-                num_samples=len(records), num_errors=n_err, engine=engine, framework=spec.framework,
-                modality=spec.modality,
-            )
-        )  # fmt: skip
-    return rows
+    scorer = BenchmarkScorer(spec, model=model, engine=engine)
+    for r in records:
+        scorer.add(r)
+    return scorer.rows()
 
 
 def _corpus(name: str) -> bool:

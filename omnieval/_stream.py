@@ -1,12 +1,8 @@
 """Streaming dispatch: driver memory O(in-flight), not O(suite size).
 
-``run_suite`` today materialises every Record, every chunk and every result before scoring, so driver memory grows
-linearly with the suite (a 1M-sample benchmark needs GBs in the driver). Here records come from an iterator and are
-chunked lazily, at most ``window`` chunks are in flight to client actors at any time, and each completed chunk is
-handed to ``sink`` (checkpoint writer, online scorer) and dropped. Only the in-flight chunks are ever referenced.
-
-The runner can adopt it by replacing ``_dispatch_all`` with ``stream_dispatch(iter_records(...), RayChunkRunner(
-clients), sink=lambda recs: (ckpt.write(recs), progress.advance(recs)), chunk_size=..., window=...)``.
+``run_suite`` dispatches with it: Records come from an iterator and are chunked lazily, at most ``window`` chunks
+are in flight to client actors at any time, and each completed chunk is handed to ``sink`` (checkpoint writer,
+progress, throughput tally) and dropped. Only the in-flight chunks are ever referenced.
 """
 
 from __future__ import annotations

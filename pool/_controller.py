@@ -355,9 +355,11 @@ class PoolController:
         return lim
 
     def _in_flight(self, rid: str) -> int:
-        """Requests in the replica: what the engine counts, or what active clients report when that is more (a
-        server reached directly that exposes no load metrics)."""
-        live = set().union(*self._client_seen.values()) if self._client_seen else set()
+        """Requests in the replica: what the engine counts, or what clients that synced within ``CLIENT_TTL_S``
+        report when that is more (a server reached directly that exposes no load metrics). A client that stopped
+        syncing (its run ended, its actor died) stops counting."""
+        now = time.monotonic()
+        live = {c for seen in self._client_seen.values() for c, t in seen.items() if now - t <= CLIENT_TTL_S}
         clients = sum(v for c, v in self._client_inflight.get(rid, {}).items() if c in live)
         return max(self._engine_inflight.get(rid, 0), clients)
 

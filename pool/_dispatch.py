@@ -75,7 +75,13 @@ class Dispatcher:
     def _sync_soon(self) -> None:
         """A sync in the background when one is due: the request path never waits on the controller."""
         if time.monotonic() - self._last_refresh >= SYNC_PERIOD_S and (self._bg is None or self._bg.done()):
-            self._bg = asyncio.get_running_loop().create_task(self.refresh())
+            self._bg = asyncio.get_running_loop().create_task(self._background_sync())
+
+    async def _background_sync(self) -> None:
+        try:
+            await self.refresh()
+        except Exception as e:  # noqa: BLE001 - the next sync retries; requests keep the last known replica set
+            log.warning("pool sync for %s failed: %r", self.model, e)
 
     async def _sync(self, active: bool) -> None:
         loads = []

@@ -31,7 +31,7 @@ if [ ! -f "$VENV/.complete" ]; then
   "$P" uninstall -y torchvision torchaudio torchcodec || true
   # omnieval's own runtime deps (installed editable with --no-deps so pip cannot touch torch/vllm), plus the GGUF
   # reader for conversion and the test tools.
-  "$P" install "ray[serve]==2.60.0" "pydantic>=2.7" "pyyaml>=6" "pyarrow>=14" "httpx>=0.27" "rich>=13" "jiwer>=3" \
+  "$P" install "ray[serve]==2.60.0" "pydantic>=2.7" "pyyaml>=6" "pyarrow>=14" "httpx>=0.27" "aiohttp>=3.9" "rich>=13" "jiwer>=3" \
     "sacrebleu>=2.4" "fastapi>=0.110" "uvicorn>=0.29" "huggingface_hub>=0.23" "gguf>=0.10" "accelerate>=0.30" \
     "pytest>=8" "pytest-timeout>=2.3"
   "$P" install --no-deps -e "$REPO"

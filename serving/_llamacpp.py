@@ -107,14 +107,16 @@ class LlamaCppEngine(ServerEngine):
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Unlabelled samples of a Prometheus text exposition (what llama-server's ``/metrics`` returns)."""
+    """Samples of a Prometheus text exposition by metric name, summed over labels (llama-server's and vLLM's
+    ``/metrics``)."""
     out: dict[str, float] = {}
     for line in text.splitlines():
-        if not line or line.startswith("#") or "{" in line:
+        if not line or line.startswith("#"):
             continue
-        name, _, value = line.partition(" ")
+        head, _, value = line.rpartition("}") if "}" in line else line.partition(" ")
+        name = head.split("{", 1)[0].strip()
         try:
-            out[name] = float(value.split()[0])
+            out[name] = out.get(name, 0.0) + float(value.split()[0])
         except (ValueError, IndexError):
             continue
     return out

@@ -1,19 +1,25 @@
-"""SGLang backend (CUDA only): an in-process ``sglang.Engine`` inside the Serve replica, via ``async_generate``.
+"""SGLang backend (CUDA only): the replica runs SGLang's own OpenAI-compatible server (``sglang.launch_server``).
 
-SGLang ships no CPU build on PyPI (0.5.x needs CUDA torch, flashinfer and CUDA kernels), so it is imported only in
-``start`` and its tests skip without it. A GGUF source is converted to safetensors like for vLLM.
+A separate process, not the in-process ``sglang.Engine``: that one registers signal handlers, which fails off the main
+thread, i.e. inside a Serve replica (sglang issue 2536); and clients then reach SGLang's server (its chat templates
+and multimodal preprocessing) directly. SGLang ships no CPU build on PyPI (0.5.x needs CUDA torch, flashinfer and
+CUDA kernels), so it is looked up only in ``start`` and its tests skip without it. A GGUF source is converted to
+safetensors like for vLLM.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import importlib.metadata
+import importlib.util
+import json
+import sys
 from typing import Any, ClassVar
 
-from omnieval.errors import MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
-from serving._engine import Engine, engine_kwargs_error
-from serving._text import chat_token_ids
-from serving._types import GenerationRequest, GenerationResult
+from omnieval.errors import MissingDependencyError, OmnievalUserError
+from serving._engine import engine_kwargs_error
+from serving._managed import ServerEngine
+from serving._vllm import has_cuda_device
 
 SGLANG_PIP = "pip install 'omnieval[sglang]'"
 
@@ -53,45 +59,46 @@ def split_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
     return args, own
 
 
-def finish_reason(meta: dict[str, Any]) -> str | None:
-    """SGLang reports ``{"type": "stop"|"length"|"abort", ...}``; map to the OpenAI strings."""
-    fr = meta.get("finish_reason")
-    if isinstance(fr, dict):
-        fr = fr.get("type")
-    return None if fr is None else str(fr)
+def server_flags(args: dict[str, Any]) -> list[str]:
+    """ServerArgs fields as ``sglang.launch_server`` flags (booleans are store-true switches there)."""
+    out: list[str] = []
+    for k, v in args.items():
+        flag = "--" + k.replace("_", "-")
+        if v is True:
+            out.append(flag)
+        elif v is not False:
+            out += [flag, json.dumps(v) if isinstance(v, (dict, list)) else str(v)]
+    return out
 
 
-class SGLangEngine(Engine):
+class SGLangEngine(ServerEngine):
     """SGLang's scheduler batches everything in flight (continuous batching with RadixAttention prefix reuse)."""
 
     name: ClassVar[str] = "sglang"
 
     def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
-        super().__init__(replica_id=replica_id, model=model)
-        self.args, self.own = split_kwargs(kwargs)
+        args, own = split_kwargs(kwargs)
+        super().__init__(replica_id=replica_id, model=model, slots=int(args.get("max_running_requests") or 256),
+                         timeout_s=600.0)  # fmt: skip
+        self.args, self.own = args, own
         self.model_path = model_path
-        self.slots = int(self.args.get("max_running_requests") or 256)
-        self._engine: Any = None
-        self._tok: Any = None
-        self._dead = False
+        self.startup_timeout_s = 900.0
+        self.checkpoint: str | None = None
         self._version: str | None = None
 
     def version(self) -> str | None:
         return self._version
 
     async def start(self) -> None:
-        try:
-            import sglang
-            import torch
-        except ImportError:
-            raise MissingDependencyError("the sglang engine", SGLANG_PIP) from None
-        if not torch.cuda.is_available():
+        if importlib.util.find_spec("sglang") is None:
+            raise MissingDependencyError("the sglang engine", SGLANG_PIP)
+        if not has_cuda_device():
             raise OmnievalUserError("engine 'sglang' needs a CUDA GPU; give the model resources.num_gpus >= 1")
         from serving._convert import resolve_checkpoint
 
-        self._version = f"sglang {sglang.__version__}"
-        path = await asyncio.to_thread(resolve_checkpoint, self.model_path, name=self._stats.model,
-                                       dtype=self.own["convert_dtype"])  # fmt: skip
+        self._version = f"sglang {importlib.metadata.version('sglang')}"
+        self.checkpoint = await asyncio.to_thread(resolve_checkpoint, self.model_path, name=self._stats.model,
+                                                  dtype=self.own["convert_dtype"])  # fmt: skip
         try:
             from sglang.srt.server_args import ServerArgs
 
@@ -101,48 +108,10 @@ class SGLangEngine(Engine):
         bad = set(self.args) - fields if fields else set()
         if bad:
             raise OmnievalUserError(f"engine 'sglang': this sglang's ServerArgs has no field(s) {sorted(bad)}")
-        # Built on the replica's event loop thread (blocking, like vLLM's start): sglang binds to the current loop.
-        self._engine = sglang.Engine(model_path=path, **self.args)
-        self._tok = getattr(getattr(self._engine, "tokenizer_manager", None), "tokenizer", None)
-        if self._tok is None:
-            from transformers import AutoTokenizer
+        await super().start()
 
-            self._tok = AutoTokenizer.from_pretrained(path)
-
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        if self._engine is None or self._dead:
-            raise ReplicaDead("sglang engine is not running", replica_id=self._stats.replica_id)
-        o = request.options
-        params: dict[str, Any] = {"temperature": o.temperature, "top_p": o.top_p, "max_new_tokens": o.max_tokens}
-        if o.stop:
-            params["stop"] = list(o.stop)
-        t0 = time.monotonic()
-        with self._track():
-            ids = chat_token_ids(self._tok, request.messages, self.name)
-            try:
-                out = await self._engine.async_generate(input_ids=ids, sampling_params=params)
-            except (ConnectionError, EOFError, BrokenPipeError) as e:  # its scheduler subprocess is gone
-                self._dead = True
-                raise ReplicaDead(f"sglang engine died: {e!r}", replica_id=self._stats.replica_id) from None
-            except Exception as e:  # noqa: BLE001 - a per-request failure
-                raise RequestFailed(f"sglang generate failed: {e!r}", replica_id=self._stats.replica_id) from None
-            meta = out.get("meta_info") or {}
-            result = GenerationResult(
-                request_id=request.request_id,
-                text=str(out.get("text") or ""),
-                finish_reason=finish_reason(meta),
-                prompt_tokens=int(meta.get("prompt_tokens") or len(ids)),
-                completion_tokens=int(meta.get("completion_tokens") or 0),
-                engine_latency_s=time.monotonic() - t0,
-            )
-        return self._account(result)
-
-    async def check_health(self) -> bool:
-        return self._engine is not None and not self._dead
-
-    async def shutdown(self) -> None:
-        if self._engine is not None:
-            try:
-                await asyncio.to_thread(self._engine.shutdown)
-            finally:
-                self._engine = None
+    def server_command(self) -> list[str]:
+        assert self.checkpoint is not None
+        return [sys.executable, "-m", "sglang.launch_server", "--model-path", self.checkpoint,
+                "--served-model-name", self.served_model_name, "--host", "{host}", "--port", "{port}",
+                *server_flags(self.args)]  # fmt: skip

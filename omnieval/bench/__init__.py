@@ -33,14 +33,16 @@ def _parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("pool", help="pool throughput vs the engine's own saturated ceiling; per-request overhead")
     pl.add_argument("--suite", default="examples/bench.yaml")
-    pl.add_argument("--repeats", type=int, default=1)
-    pl.add_argument("--overhead-requests", type=int, default=300, help="requests for the SIMULATED instant-engine runs")
+    pl.add_argument("--repeats", type=int, default=3)
+    pl.add_argument("--line-requests", type=int, default=20000, help="requests per saturated line-rate run")
+    pl.add_argument("--seq-requests", type=int, default=2000, help="requests per concurrency-1 line-rate run")
     common(pl)
 
-    s = sub.add_parser("stream", help="driver peak RSS for 10k/100k/1M samples, streaming vs materialised")
-    s.add_argument("--sizes", default="10000,100000,1000000", help="streaming (in-process echo worker) sizes")
-    s.add_argument("--materialised-sizes", default="10000,100000", help="today's list-based dispatch, for contrast")
-    s.add_argument("--ray-sizes", default="2000,8000", help="streaming through real EvalClient actors ('' to skip)")
+    s = sub.add_parser("stream", help="run_suite's driver peak RSS for 10k/100k/1M samples (INSTANT server)")
+    s.add_argument("--sizes", default="10000,100000,1000000", help="run_suite end to end, one fresh process per size")
+    s.add_argument("--local-sizes", default="", help="the dispatch loop alone with an in-process echo worker")
+    s.add_argument("--materialised-sizes", default="", help="every Record held in lists, for contrast")
+    s.add_argument("--ray-sizes", default="", help="the dispatch loop alone into real EvalClient actors")
     s.add_argument("--chunk-size", type=int, default=256)
     s.add_argument("--window", type=int, default=8, help="max chunks in flight")
     common(s)
@@ -104,30 +106,41 @@ def _cmd_federated(args: argparse.Namespace) -> int:
 
 
 def _cmd_pool(args: argparse.Namespace) -> int:
+    import omnieval.bench._poolbench as pb
     from omnieval._config import load_suite
-    from omnieval.bench._poolbench import bench_pool
 
-    res = bench_pool(load_suite(args.suite), repeats=args.repeats, overhead_requests=args.overhead_requests)
-    o = res["overhead_simulated_instant_engine"]
+    res = pb.bench_pool(load_suite(args.suite), repeats=args.repeats, line_requests=args.line_requests,
+                        seq_requests=args.seq_requests)  # fmt: skip
+    lr = res["line_rate"]
+
+    def rate(k: str) -> str:
+        lo, hi = lr[k]["requests_per_s_range"]
+        return f"{lr[k]['requests_per_s']:,.0f} req/s ({lo:,.0f}-{hi:,.0f})"
+
+    print(f"line rate (INSTANT server, no model; medians of {args.repeats}, range):")
+    print(f"  raw aiohttp c64 {rate('raw_c64')} | pool, external endpoint {rate('pool_external_saturated')} | "
+          f"pool, managed replica {rate('pool_managed_saturated')}")  # fmt: skip
+    lo, hi = lr["pool_over_raw_paired_range"] or [0.0, 0.0]
+    print(f"  pool/raw {lr['pool_over_raw']:.2f} (per repeat {lo:.2f}-{hi:.2f}); managed/raw {lr['managed_over_raw']:.2f}")
+    print(f"  concurrency 1: raw p50 {lr['raw_c1']['p50_ms']:.2f} ms, pool p50 {lr['pool_external_c1']['p50_ms']:.2f} ms "
+          f"-> added {lr['added_p50_ms_c1']:+.2f} ms")  # fmt: skip
+    lo, hi = res["pool_over_ceiling_paired_range"] or [0.0, 0.0]
     print(
-        f"ceiling {res['median_ceiling_tokens_per_s']:.1f} tok/s, pool {res['median_pool_tokens_per_s']:.1f} tok/s "
-        f"-> pool/ceiling {res['pool_over_ceiling']:.2f}"
-    )
-    print(
-        f"overhead (SIMULATED instant engine): concurrency 1 p50 {o['concurrency_1']['latency']['p50_ms']:.1f} ms, "
-        f"p99 {o['concurrency_1']['latency']['p99_ms']:.1f} ms; saturated {o['saturated']['requests_per_s']:.0f} req/s "
-        f"(p50 {o['saturated']['latency']['p50_ms']:.1f} ms, p99 {o['saturated']['latency']['p99_ms']:.1f} ms)"
+        f"ceiling (real llama-server): direct {res['median_ceiling_tokens_per_s']:.1f} tok/s, pool "
+        f"{res['median_pool_tokens_per_s']:.1f} tok/s -> pool/ceiling {res['pool_over_ceiling']:.2f} "
+        f"(per repeat {lo:.2f}-{hi:.2f})"
     )
     d = res["matched_latency_delta"]
     print(f"matched-request latency delta vs direct (llama-server): p50 {d['p50_ms']:.0f} ms, p99 {d['p99_ms']:.0f} ms")
-    _save(args, {"suite": args.suite, **res}, None)
+    _save(args, {"suite": args.suite, **res}, pb.plot)
     return 0
 
 
 def _cmd_stream(args: argparse.Namespace) -> int:
     import omnieval.bench._stream_bench as sb
 
-    plan = [("stream-local", int(n)) for n in _csv(args.sizes)]
+    plan = [("run-suite", int(n)) for n in _csv(args.sizes)]
+    plan += [("stream-local", int(n)) for n in _csv(args.local_sizes)]
     plan += [("materialised", int(n)) for n in _csv(args.materialised_sizes)]
     plan += [("stream-ray", int(n)) for n in _csv(args.ray_sizes)]
     res = sb.bench_stream(plan, chunk_size=args.chunk_size, window=args.window)

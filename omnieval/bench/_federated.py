@@ -89,6 +89,7 @@ def run_federated(suite: SuiteConfig, bench_names: list[str]) -> dict[str, Any]:
         with _CheckpointWatcher(Path(out)) as watch:
             res = run_suite(sub, output_dir=out, show_progress=False, keep_pool=True)
         e2e = time.monotonic() - t0
+        recs = res.records  # read back from the run directory before it goes
         ckpt = next(Path(out).glob("*/records.partial.jsonl"))
         ckpt_lat = [float(json.loads(ln).get("latency") or 0.0) for ln in ckpt.read_text().splitlines() if ln.strip()]
         active = watch.active_window(ckpt_lat)
@@ -100,7 +101,6 @@ def run_federated(suite: SuiteConfig, bench_names: list[str]) -> dict[str, Any]:
             ray.get(ctl.release.remote(res.manifest.run_id))
     wall = res.manifest.timings["inference_s"]
     threads = {m.name: int(m.engine_kwargs.get("threads") or 1) for m in sub.models}
-    recs = res.records
     return {
         "wall_s": wall,
         "e2e_s": e2e,

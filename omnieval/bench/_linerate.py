@@ -76,7 +76,7 @@ def _through_pool(suite: SuiteConfig) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="omnieval-bench-linerate-") as out:
         res = run_suite(suite, output_dir=out, show_progress=False)
-    recs = res.records
+        recs = res.records  # read back from the run directory before it goes
     return {"wall_s": res.manifest.timings["inference_s"], "records": len(recs),
             "errors": sum(1 for r in recs if r.error is not None or r.output is None),
             "latency_s": [r.latency or 0.0 for r in recs]}  # fmt: skip

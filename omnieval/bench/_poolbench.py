@@ -2,13 +2,12 @@
 
 Ceiling: the same llama-server (same threads, ``--parallel N``) driven directly by N concurrent HTTP clients with
 the exact request bodies the pool sends (serving's ``OpenAIEngine``, no Ray). Pool: the same Records through
-``run_suite`` (client actors → Serve handle → replica → llama-server), with clients × per-client cap = N so both
-sides keep exactly N requests in flight. Ratio = pool tokens/s ÷ ceiling tokens/s.
+``run_suite`` (client actors → llama-server's port, the depth found by the adaptive limit). Ratio = pool tokens/s
+÷ ceiling tokens/s.
 
-Overhead: (1) pool latency − direct latency of the *same* request (matched by sample key; an upper bound: the pool
-latency also counts time queued in the client for a free slot, and the two runs batch differently), and (2) the clean number: the pool in front of the SIMULATED instant engine
-(``time_scale: 0``), where every millisecond of latency is orchestration — at concurrency 1 (one client, one
-in-flight request) and saturated (many in flight).
+Line rate (``_linerate``): the pool against the INSTANT server (no model) beside a raw aiohttp client, saturated
+and at concurrency 1 — every millisecond there is client and orchestration cost. Matched latency: pool latency −
+direct latency of the *same* request on llama-server (the two runs batch differently, so it is indicative).
 """
 
 from __future__ import annotations
@@ -74,7 +73,7 @@ def through_pool(suite: SuiteConfig) -> dict[str, Any]:
     suite = no_cache(suite)
     with tempfile.TemporaryDirectory(prefix="omnieval-bench-pool-") as out:
         res = run_suite(suite, output_dir=out, show_progress=False)
-    recs = res.records
+        recs = res.records  # read back from the run directory before it goes
     return {
         "wall_s": res.manifest.timings["inference_s"], "records": len(recs),
         "errors": sum(1 for r in recs if r.error is not None),
@@ -90,26 +89,14 @@ def _rates(r: dict[str, Any]) -> dict[str, Any]:
             "latency": _lat_summary(list(r["latency_s"].values()))}  # fmt: skip
 
 
-def _instant_suite(n: int, clients: int, inflight: int, chunk: int, tmp: Path) -> SuiteConfig:
-    from omnieval.bench._synthetic import register_synthetic
-
-    name = register_synthetic(n, tmp)
-    return SuiteConfig.model_validate({
-        "name": "bench-overhead",
-        "models": [{"name": "simulated-instant", "engine": "simulated", "replicas": 1,
-                    "source": {"kind": "path", "path": "/dev/null"}, "resources": {"num_cpus": 0},
-                    "engine_kwargs": {"time_scale": 0.0, "slots": max(inflight, 1)}}],
-        "benchmarks": [{"name": name}], "generation": {"max_tokens": 8},
-        "pool": {"clients": clients, "max_inflight_per_replica": inflight, "chunk_size": chunk},
-    })  # fmt: skip
-
-
 def bench_pool(
-    suite: SuiteConfig, *, repeats: int = 1, overhead_requests: int = 300, log: Any = print
+    suite: SuiteConfig, *, repeats: int = 3, line_requests: int = 20000, seq_requests: int = 2000, log: Any = print
 ) -> dict[str, Any]:
+    """Line rate (INSTANT server) and ceiling (real llama-server), each mode side by side, order alternated."""
     from cluster import connect
     from omnieval._runner import build_records
     from omnieval.bench._common import no_cache, shutdown_ray
+    from omnieval.bench._linerate import line_rate
     from serving import resolve_model
 
     suite = no_cache(suite)
@@ -120,13 +107,13 @@ def bench_pool(
     threads, parallel = int(kw.get("threads") or 1), int(kw.get("parallel") or 4)
     kw.update(threads=threads, parallel=parallel)
     one = m.model_copy(update={"replicas": 1, "max_replicas": None, "engine_kwargs": kw})
-    # the same concurrency as the direct run: clients x per-client cap == N slots, so neither side queues more
-    cap = max(1, parallel // suite.pool.clients)
-    psuite = suite.model_copy(update={"models": [one], "pool": suite.pool.model_copy(
-        update={"max_inflight_per_replica": cap})})  # fmt: skip
+    # the direct run keeps every slot busy (N concurrent); the pool finds its own depth with its adaptive limit
+    psuite = suite.model_copy(update={"models": [one]})
     records, _ = build_records(psuite)
     model_path = resolve_model(one.source)
     assert model_path is not None
+    lr = line_rate(requests=line_requests, seq_requests=seq_requests, repeats=repeats, clients=suite.pool.clients,
+                   chunk_size=64, log=log)  # fmt: skip
     started = bool(connect(suite.ray).get("started"))
     direct_runs, pool_runs = [], []
     try:
@@ -144,34 +131,49 @@ def bench_pool(
                     r = through_pool(psuite)
                     pool_runs.append(r)
                 log(f"    {r['output_tokens'] / r['wall_s']:.1f} tok/s, wall {r['wall_s']:.1f} s")
-        deltas = [p["latency_s"][k] - d["latency_s"][k] for d, p in zip(direct_runs, pool_runs, strict=True)
-                  for k in d["latency_s"] if k in p["latency_s"]]  # fmt: skip
-        with tempfile.TemporaryDirectory(prefix="omnieval-bench-syn-") as tmp:
-            seq = through_pool(_instant_suite(overhead_requests, 1, 1, 1, Path(tmp)))
-            sat = through_pool(_instant_suite(overhead_requests, suite.pool.clients, 64, 16, Path(tmp)))
     finally:
         shutdown_ray(started)
-    d_tps = median([r["output_tokens"] / r["wall_s"] for r in direct_runs])
-    p_tps = median([r["output_tokens"] / r["wall_s"] for r in pool_runs])
+    deltas = [p["latency_s"][k] - d["latency_s"][k] for d, p in zip(direct_runs, pool_runs, strict=True)
+              for k in d["latency_s"] if k in p["latency_s"]]  # fmt: skip
+    d_tps = [r["output_tokens"] / r["wall_s"] for r in direct_runs]
+    p_tps = [r["output_tokens"] / r["wall_s"] for r in pool_runs]
+    pairs = [p / d for p, d in zip(p_tps, d_tps, strict=True) if d]
     return {
-        "setup": {
-            "model": one.name,
-            "threads": threads,
-            "parallel": parallel,
-            "requests": len(records),
-            "clients": suite.pool.clients,
-            "max_inflight_per_replica": cap,
-            "pool_in_flight": cap * suite.pool.clients,
-        },  # fmt: skip
+        "setup": {"model": one.name, "threads": threads, "parallel": parallel, "requests": len(records),
+                  "clients": suite.pool.clients, "max_inflight_per_replica": suite.pool.max_inflight_per_replica},
+        "line_rate": lr,
         "ceiling_direct": [_rates(r) for r in direct_runs],
         "pool": [_rates(r) | {"errors": r["errors"], "pool_up_s": r["pool_up_s"]} for r in pool_runs],
-        "median_ceiling_tokens_per_s": d_tps,
-        "median_pool_tokens_per_s": p_tps,
-        "pool_over_ceiling": p_tps / d_tps if d_tps else 0.0,
+        "median_ceiling_tokens_per_s": median(d_tps),
+        "median_pool_tokens_per_s": median(p_tps),
+        "pool_over_ceiling": median(p_tps) / median(d_tps) if median(d_tps) else 0.0,
+        "pool_over_ceiling_paired_range": [min(pairs), max(pairs)] if pairs else [],
         "matched_latency_delta": _lat_summary(deltas) | {"n": len(deltas)},
-        "overhead_simulated_instant_engine": {
-            "note": "SIMULATED instant engine (time_scale 0): all latency is orchestration",
-            "concurrency_1": _rates(seq) | {"amortised_ms_per_request": 1000 * seq["wall_s"] / max(seq["records"], 1)},
-            "saturated": _rates(sat) | {"amortised_ms_per_request": 1000 * sat["wall_s"] / max(sat["records"], 1)},
-        },
-    }
+    }  # fmt: skip
+
+
+def plot(data: dict[str, Any], path: Path) -> Path | None:
+    """Two panels: line rate (requests/s, raw vs pool) and ceiling (tokens/s, direct vs pool)."""
+    from omnieval.bench._common import pyplot
+
+    plt = pyplot()
+    if plt is None:
+        return None
+    lr = data["line_rate"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    names = ["raw_c1", "pool_external_c1", "raw_c64", "pool_external_saturated", "pool_managed_saturated"]
+    vals = [lr[n]["requests_per_s"] for n in names]
+    err = [[v - lr[n]["requests_per_s_range"][0] for n, v in zip(names, vals, strict=True)],
+           [lr[n]["requests_per_s_range"][1] - v for n, v in zip(names, vals, strict=True)]]  # fmt: skip
+    a.bar(range(len(names)), vals, yerr=err, color=["#999", "#4a7", "#999", "#4a7", "#27a"])
+    a.set_xticks(range(len(names)), ["raw c1", "pool c1", "raw c64", "pool ext.", "pool managed"], rotation=20)
+    a.set_ylabel("requests/s (median, range)")
+    a.set_title(f"line rate, INSTANT server: pool/raw {lr['pool_over_raw']:.2f}")
+    b.bar([0, 1], [data["median_ceiling_tokens_per_s"], data["median_pool_tokens_per_s"]], color=["#999", "#4a7"])
+    b.set_xticks([0, 1], ["llama-server direct", "pool"])
+    b.set_ylabel("output tokens/s (median)")
+    b.set_title(f"ceiling, real llama-server: pool/direct {data['pool_over_ceiling']:.2f}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,4 +1,5 @@
-"""``omnieval bench stream``: driver peak RSS vs benchmark size, streaming dispatch vs today's materialised lists.
+"""``omnieval bench stream``: ``run_suite``'s driver peak RSS vs benchmark size (and, on request, the dispatch loop
+alone or a materialised baseline).
 
 Each (mode, size) runs in a fresh process (``_stream_probe``) because peak RSS is a per-process high-water mark.
 """
@@ -32,9 +33,9 @@ def bench_stream(
         rows.append(r)
         log(
             f"  {mode:13s} n={n:>9,d}: peak RSS {r['peak_rss_mib']:.0f} MiB (after imports {r['rss_after_imports_mib']:.0f}),"
-            f" {r['records_per_s']:.0f} records/s, max in flight {r['stats'].get('max_inflight_records', 'all')}"
+            f" {r['records_per_s']:.0f} records/s end to end"
         )
-    return {"engine": "SIMULATED instant echo (no model)", "chunk_size": chunk_size, "window": window, "rows": rows,
+    return {"engine": "INSTANT server / SIMULATED echo (no model)", "chunk_size": chunk_size, "window": window, "rows": rows,
             "growth": _growth(rows)}  # fmt: skip
 
 
@@ -63,7 +64,7 @@ def plot(result: dict[str, Any], path: Path) -> Path | None:
     ax.set_xscale("log")
     ax.set_xlabel("samples in the synthetic benchmark")
     ax.set_ylabel("driver peak RSS (MiB)")
-    ax.set_title("driver peak RSS, streaming vs materialised\n(SIMULATED instant echo engine)", fontsize=10)
+    ax.set_title("driver peak RSS vs samples (run_suite, INSTANT server: no model)", fontsize=10)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -1,7 +1,8 @@
 """One streaming-memory measurement in a fresh process (peak RSS is per process, so each size gets its own).
 
-``python -m omnieval.bench._stream_probe --n 1000000 --mode stream-local`` prints one JSON line. Modes:
-``stream-local`` (omnieval._stream with an in-process instant echo worker), ``stream-ray`` (omnieval._stream into
+``python -m omnieval.bench._stream_probe --n 1000000 --mode run-suite`` prints one JSON line. Modes:
+``run-suite`` (``run_suite`` itself, end to end — plan, pool, streaming dispatch, checkpoint, streaming scoring,
+``records.parquet`` — against a managed INSTANT-server replica, no model), ``stream-local`` (omnieval._stream with an in-process instant echo worker), ``stream-ray`` (omnieval._stream into
 real EvalClient actors and a pool of SIMULATED instant replicas), ``materialised`` (today's runner shape: every
 Record and every result held in lists, same echo worker) as the linear baseline.
 """
@@ -106,10 +107,35 @@ def _stream_ray(n: int, chunk: int, window: int, ckpt: CheckpointWriter, clients
         shutdown_ray(started)
 
 
+def _run_suite(n: int, chunk: int, clients: int, out: Path) -> dict[str, Any]:
+    from cluster import connect
+    from omnieval._config import SuiteConfig
+    from omnieval._runner import run_suite
+    from omnieval.bench._common import shutdown_ray
+    from omnieval.bench._synthetic import register_synthetic
+
+    name = register_synthetic(n, out / "data", max_tokens=8)
+    suite = SuiteConfig.model_validate({
+        "name": "stream-probe", "benchmarks": [{"name": name}], "generation": {"max_tokens": 8},
+        "models": [{"name": "instant", "engine": "instant", "replicas": 1, "resources": {"num_cpus": 0},
+                    "source": {"kind": "path", "path": "/dev/null"}}],
+        "pool": {"clients": clients, "chunk_size": chunk}, "cache": {"enabled": False},
+    })  # fmt: skip
+    started = bool(connect(None).get("started"))
+    try:
+        res = run_suite(suite, output_dir=str(out / "runs"), show_progress=False)
+    finally:
+        shutdown_ray(started)
+    (score,) = res.manifest.scores
+    return {"records": score.num_samples, "errors": score.num_errors, "timings": res.manifest.timings,
+            "requests_per_s": res.manifest.throughput["requests_per_s"],
+            "checkpoint": res.run_dir / "records.partial.jsonl"}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, required=True)
-    ap.add_argument("--mode", choices=["stream-local", "stream-ray", "materialised"], required=True)
+    ap.add_argument("--mode", choices=["run-suite", "stream-local", "stream-ray", "materialised"], required=True)
     ap.add_argument("--chunk-size", type=int, default=256)
     ap.add_argument("--window", type=int, default=8)
     ap.add_argument("--clients", type=int, default=2)
@@ -119,7 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     base = peak_rss_mib()
     t0 = time.monotonic()
     try:
-        if a.mode == "stream-local":
+        if a.mode == "run-suite":
+            st = _run_suite(a.n, a.chunk_size, a.clients, tmp)
+            ckpt_path = st.pop("checkpoint")
+        elif a.mode == "stream-local":
             st = _stream_local(a.n, a.chunk_size, a.window, ckpt)
         elif a.mode == "materialised":
             st = _materialised(a.n, a.chunk_size, ckpt)
@@ -127,13 +156,15 @@ def main(argv: list[str] | None = None) -> int:
             st = _stream_ray(a.n, a.chunk_size, a.window, ckpt, a.clients)
         wall = time.monotonic() - t0
         ckpt.close()
-        lines = sum(1 for _ in open(tmp / "records.partial.jsonl", encoding="utf-8"))
+        if a.mode != "run-suite":
+            ckpt_path = tmp / "records.partial.jsonl"
+        lines = sum(1 for _ in open(ckpt_path, encoding="utf-8"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     out = {"mode": a.mode, "n": a.n, "chunk_size": a.chunk_size, "window": a.window, "wall_s": round(wall, 2),
            "records_per_s": round(a.n / wall, 1), "rss_after_imports_mib": round(base, 1),
            "peak_rss_mib": round(peak_rss_mib(), 1), "checkpoint_lines": lines, "stats": st,
-           "engine": "SIMULATED instant echo (no model)"}  # fmt: skip
+           "engine": "INSTANT server (no model)" if a.mode == "run-suite" else "SIMULATED instant echo (no model)"}  # fmt: skip
     print(json.dumps(out), flush=True)
     return 0 if lines == a.n else 1
 

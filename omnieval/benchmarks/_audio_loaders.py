@@ -8,6 +8,7 @@ truncated clip fails loudly instead of silently changing the score.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,17 +42,17 @@ def _speech_meta(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def speech_recognition(spec: BenchmarkSpec) -> list[dict[str, Any]]:
+def speech_recognition(spec: BenchmarkSpec) -> Iterator[dict[str, Any]]:
     """One sample per clip: the audio entry, then the instruction; the label is the reference transcript."""
-    return [
+    return (
         {"id": r["id"], "media": [_audio(spec, r)], "fields": {}, "label": r["text"], "meta": _speech_meta(r)}
         for r in read_jsonl(spec)
-    ]
+    )
 
 
-def speech_translation(spec: BenchmarkSpec) -> list[dict[str, Any]]:
+def speech_translation(spec: BenchmarkSpec) -> Iterator[dict[str, Any]]:
     """One sample per clip; the label is the reference translation, the source transcript stays in ``meta``."""
-    return [
+    return (
         {
             "id": r["id"],
             "media": [_audio(spec, r)],
@@ -60,24 +61,16 @@ def speech_translation(spec: BenchmarkSpec) -> list[dict[str, Any]]:
             "meta": {**_speech_meta(r), "source_text": r["source_text"], "target_lang": r["target_lang"]},
         }
         for r in read_jsonl(spec)
-    ]
+    )
 
 
-def open_qa(spec: BenchmarkSpec) -> list[dict[str, Any]]:
+def open_qa(spec: BenchmarkSpec) -> Iterator[dict[str, Any]]:
     """Question (with the "?" lm-eval's nq_open prompt also appends) → every accepted answer as the label; exact
     match and ANLS take the best alias."""
-    out = []
     for r in read_jsonl(spec):
         q = r["question"].strip()
-        out.append(
-            {
-                "id": r.get("id"),
-                "fields": {"question": q if q.endswith("?") else q + "?"},
-                "label": list(r["answers"]),
-                "meta": {},
-            }
-        )
-    return out
+        yield {"id": r.get("id"), "fields": {"question": q if q.endswith("?") else q + "?"},
+               "label": list(r["answers"]), "meta": {}}  # fmt: skip
 
 
 def clip_paths(spec: BenchmarkSpec) -> list[Path]:

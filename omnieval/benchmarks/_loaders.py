@@ -1,8 +1,13 @@
-"""Row loaders for the shipped text benchmarks: JSONL rows → sample dicts for ``BenchmarkSpec.records``."""
+"""Row loaders for the shipped text benchmarks: JSONL rows → sample dicts for ``BenchmarkSpec.records``.
+
+Loaders are generators: a run reads a benchmark row by row while it dispatches, so a million-sample file never sits
+in memory whole.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from omnieval.benchmarks._spec import BenchmarkSpec
@@ -11,44 +16,40 @@ from omnieval.errors import OmnievalUserError
 LETTERS = "ABCDEFGHIJ"
 
 
-def read_jsonl(spec: BenchmarkSpec) -> list[dict[str, Any]]:
+def read_jsonl(spec: BenchmarkSpec) -> Iterator[dict[str, Any]]:
     path = spec.data_path
     if not path.is_file():
         raise OmnievalUserError(f"benchmark {spec.name}: data file not found: {path}")
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            raise OmnievalUserError(
-                f"benchmark {spec.name}: {path}:{n}: corrupt JSONL row ({e.msg}); regenerate or fix the data file"
-            ) from None
-        if not isinstance(rows[-1], dict):
-            raise OmnievalUserError(f"benchmark {spec.name}: {path}:{n}: a row must be a JSON object")
-    return rows
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise OmnievalUserError(
+                    f"benchmark {spec.name}: {path}:{n}: corrupt JSONL row ({e.msg}); regenerate or fix the data file"
+                ) from None
+            if not isinstance(row, dict):
+                raise OmnievalUserError(f"benchmark {spec.name}: {path}:{n}: a row must be a JSON object")
+            yield row
 
 
-def multiple_choice(spec: BenchmarkSpec) -> list[dict[str, Any]]:
-    out = []
+def multiple_choice(spec: BenchmarkSpec) -> Iterator[dict[str, Any]]:
     for r in read_jsonl(spec):
         choices = r["choices"]
         options_block = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(choices))
-        out.append(
-            {
-                "id": r.get("id"),
-                "fields": {"question": r["question"], "options": options_block},
-                "label": r["answer"],
-                "options": choices,
-                "meta": {k: v for k, v in r.items() if k in ("subject",)},
-            }
-        )
-    return out
+        yield {
+            "id": r.get("id"),
+            "fields": {"question": r["question"], "options": options_block},
+            "label": r["answer"],
+            "options": choices,
+            "meta": {k: v for k, v in r.items() if k in ("subject",)},
+        }
 
 
-def math_word_problem(spec: BenchmarkSpec) -> list[dict[str, Any]]:
-    return [
+def math_word_problem(spec: BenchmarkSpec) -> Iterator[dict[str, Any]]:
+    return (
         {
             "id": r.get("id"),
             "fields": {"passage": r.get("passage", ""), "question": r["question"]},
@@ -56,4 +57,4 @@ def math_word_problem(spec: BenchmarkSpec) -> list[dict[str, Any]]:
             "meta": {"answer_text": r.get("answer_text")},
         }
         for r in read_jsonl(spec)
-    ]
+    )

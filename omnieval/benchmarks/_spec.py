@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -89,37 +90,44 @@ class BenchmarkSpec(BaseModel):
         overrides: dict[str, Any] | None = None,
         options: dict[str, Any] | None = None,
     ) -> list[Record]:
+        return list(self.iter_records(model=model, generation=generation, limit=limit, prompt=prompt,
+                                      overrides=overrides, options=options))  # fmt: skip
+
+    def iter_records(
+        self,
+        *,
+        model: str,
+        generation: GenerationOptions,
+        limit: int | None = None,
+        prompt: Literal["native", "uniform"] = "native",
+        overrides: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> Iterator[Record]:
+        """Records one at a time, in sample order (the loader reads rows as they are needed)."""
         from omnieval._registry import import_target
 
-        if self.records_fn is not None:
-            gen = generation.model_copy(update={**self.generation, **(overrides or {})})
-            build = import_target(self.records_fn)
-            return list(build(self, model=model, generation=gen, limit=limit, **{**self.options, **(options or {})}))
-        load: Callable[[BenchmarkSpec], list[dict[str, Any]]] = import_target(self.loader)
-        samples = load(self)
-        if limit is not None:
-            samples = samples[:limit]
         gen = generation.model_copy(update={**self.generation, **(overrides or {})})
+        if self.records_fn is not None:
+            build = import_target(self.records_fn)
+            yield from build(self, model=model, generation=gen, limit=limit, **{**self.options, **(options or {})})
+            return
+        load: Callable[[BenchmarkSpec], Iterable[dict[str, Any]]] = import_target(self.loader)
         template = self.prompt_template if prompt == "native" else self.uniform_prompt_template
-        out = []
-        for i, s in enumerate(samples):
+        for i, s in enumerate(itertools.islice(load(self), limit)):
             messages = []
             if self.system_prompt and prompt == "native":
                 messages.append(Message.text("system", self.system_prompt))
             # Media entries (a loader's optional "media" list: AudioContent, ImageContent, ...) precede the prompt.
             text = TextContent(value=template.format(**s["fields"]))
             messages.append(Message(role="user", content=[*s.get("media", ()), text]))
-            out.append(
-                Record(
-                    benchmark=self.name,
-                    index=i,
-                    model=model,
-                    sample_id=s.get("id"),
-                    messages=messages,
-                    generation_options=gen,
-                    label=s["label"],
-                    options=s.get("options"),
-                    meta={**s.get("meta", {}), "prompt": prompt},
-                )
+            yield Record(
+                benchmark=self.name,
+                index=i,
+                model=model,
+                sample_id=s.get("id"),
+                messages=messages,
+                generation_options=gen,
+                label=s["label"],
+                options=s.get("options"),
+                meta={**s.get("meta", {}), "prompt": prompt},
             )
-        return out

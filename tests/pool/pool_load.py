@@ -59,3 +59,5 @@ class Pump:
                 n += 1
 
         await asyncio.gather(*(worker(i) for i in range(self.concurrency)))
+        await d.flush()  # the controller's view of this client's load ends with it
+        await d.close()

@@ -15,10 +15,11 @@ import pytest
 from omnieval._schema import GenerationOptions
 from omnieval.errors import MissingDependencyError, OmnievalUserError, RequestFailed
 from serving import ENGINES
+from serving._llamacpp import parse_prometheus
 from serving._text import cut_at_stop, text_messages
 from serving._transformers import TransformersEngine, _Pending, options_key, take_batch
 from serving._types import GenerationRequest
-from serving._vllm import VLLMEngine, cpu_env_defaults, engine_args_dict, split_kwargs, vllm_pip_line
+from serving._vllm import VLLMEngine, cpu_env_defaults, engine_args_dict, server_flags, split_kwargs, vllm_pip_line
 
 HEAVY = ("torch", "vllm", "transformers", "sglang", "gguf")
 
@@ -74,11 +75,51 @@ def test_vllm_kwargs_split_and_engine_args() -> None:
     assert own["cpu_kvcache_space_gib"] == 3 and own["convert_dtype"] == "bfloat16"
     d = engine_args_dict("/ckpt", args, fields={"model", "disable_log_stats", "enforce_eager", "max_model_len",
                                                 "swap_space"})  # fmt: skip
-    assert d["model"] == "/ckpt" and d["disable_log_stats"] is False and d["max_model_len"] == 2048
+    assert d["model"] == "/ckpt" and d["max_model_len"] == 2048
     with pytest.raises(OmnievalUserError, match="no field"):
         engine_args_dict("/ckpt", {"bogus": 1}, fields={"model", "disable_log_stats"})
     with pytest.raises(OmnievalUserError, match="directly in engine_kwargs"):
         split_kwargs({"engine_args": {"enforce_eager": True}})
+
+
+def test_vllm_runs_its_own_api_server_with_the_engine_args_as_flags() -> None:
+    assert server_flags({"enforce_eager": True, "enable_prefix_caching": False, "max_model_len": 2048,
+                         "limit_mm_per_prompt": {"image": 2}}) == [
+        "--enforce-eager", "--no-enable-prefix-caching", "--max-model-len", "2048",
+        "--limit-mm-per-prompt", '{"image": 2}']  # fmt: skip
+    v = VLLMEngine(replica_id="r", model="smol", model_path="/x", max_num_seqs=16, enforce_eager=True)
+    v.checkpoint = "/ckpt"
+    cmd = v.server_command()
+    assert cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert cmd[cmd.index("--model") + 1] == "/ckpt" and cmd[cmd.index("--served-model-name") + 1] == "smol"
+    assert "--enforce-eager" in cmd and cmd[cmd.index("--max-num-seqs") + 1] == "16"
+    assert cmd[cmd.index("--host") + 1] == "{host}" and cmd[cmd.index("--port") + 1] == "{port}"
+
+
+def test_sglang_runs_its_own_server_process() -> None:
+    from serving._sglang import SGLangEngine
+
+    e = SGLangEngine(replica_id="r", model="smol", model_path="/x", tp_size=2, disable_cuda_graph=True,
+                     mem_fraction_static=0.3)  # fmt: skip
+    e.checkpoint = "/ckpt"
+    cmd = e.server_command()
+    assert cmd[1:3] == ["-m", "sglang.launch_server"] and cmd[cmd.index("--model-path") + 1] == "/ckpt"
+    assert cmd[cmd.index("--tp-size") + 1] == "2" and "--disable-cuda-graph" in cmd
+    assert cmd[cmd.index("--mem-fraction-static") + 1] == "0.3"
+    assert e.endpoint() is None  # published only once its server runs
+
+
+def test_prometheus_samples_are_summed_over_labels() -> None:
+    text = """# HELP vllm:num_requests_running Number of requests
+vllm:num_requests_running{engine="0",model_name="smol"} 3.0
+vllm:num_requests_running{engine="1",model_name="smol"} 2.0
+vllm:num_requests_waiting{engine="0",model_name="smol"} 4.0
+llamacpp:requests_processing 7
+bad line
+"""
+    m = parse_prometheus(text)
+    assert m["vllm:num_requests_running"] == 5.0 and m["vllm:num_requests_waiting"] == 4.0
+    assert m["llamacpp:requests_processing"] == 7.0 and "bad" not in m
 
 
 def test_vllm_cpu_env_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

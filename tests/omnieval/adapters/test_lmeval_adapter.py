@@ -48,6 +48,9 @@ def test_lmeval_gsm8k_and_builtin_in_one_suite(tmp_path: Path) -> None:
     records = [r for r in read_records(run) if r.benchmark == "lmeval:gsm8k"]
     assert len(records) == 10 and all(r.output and r.output.replica for r in records)
     assert any(r.benchmark == "asdiv_tiny" for r in read_records(run))
+    # throughput counts the framework task's requests too (it printed 0.00 req/s for framework-only suites)
+    assert m.throughput["inferred"] + m.throughput["cache_hits"] == len(read_records(run))
+    assert m.throughput["inferred"] == 0 or m.throughput["requests_per_s"] > 0
     # the Record holds lm-eval's own per-sample verdicts; their mean is lm-eval's aggregate
     for metric, row in lm.items():
         assert row.value == pytest.approx(100 * sum(r.metrics[metric] for r in records) / len(records))

@@ -64,3 +64,14 @@ def test_stream_probe_through_real_actors() -> None:
     r = probe("stream-ray", 600, chunk_size=50, window=4)
     assert r["checkpoint_lines"] == 600 and r["stats"]["records"] == 600
     assert r["stats"]["max_inflight_records"] <= 4 * 50
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(600)
+def test_stream_probe_measures_run_suite_end_to_end() -> None:
+    from omnieval.bench._stream_bench import probe
+
+    r = probe("run-suite", 3000, chunk_size=100)
+    assert r["checkpoint_lines"] == 3000
+    assert r["stats"]["records"] == 3000 and r["stats"]["errors"] == 0
+    assert 0 < r["rss_after_imports_mib"] <= r["peak_rss_mib"] < 1024  # the driver holds in-flight chunks only

@@ -1,0 +1,92 @@
+"""Direct dispatch: requests go to the replica's own server over HTTP (no Serve call per request), the replica's
+adaptive limit is shared by every client and climbs from its start, and a server that dies makes the replica
+unroutable until Serve restarts it (then the new endpoint is used)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+from ray import serve
+from testlib.ray_head import wait_until
+
+from omnieval._config import PoolConfig
+from omnieval._schema import GenerationOptions
+from pool import Dispatcher, get_controller
+from schedulers import RoutingRequest
+from serving import GenerationRequest
+from serving._instant import INSTANT_TEXT
+
+pytestmark = [pytest.mark.ray]
+MODEL = {"name": "instant", "engine": "instant", "replicas": 1, "resources": {"num_cpus": 0},
+         "source": {"kind": "path", "path": "/dev/null"}}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def controller() -> Iterator[Any]:
+    ray.init(num_cpus=2, namespace="omnieval", include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    ctl = get_controller(1.0)
+    ray.get(ctl.ensure_model.remote(MODEL, "direct-test"))
+    try:
+        yield ctl
+    finally:
+        ray.get(ctl.shutdown.remote(), timeout=60)
+        serve.shutdown()
+        ray.shutdown()
+
+
+def _request(i: int) -> tuple[GenerationRequest, RoutingRequest]:
+    req = GenerationRequest(request_id=f"r{i}", messages=[{"role": "user", "content": f"item {i}"}],
+                            options=GenerationOptions(max_tokens=3))  # fmt: skip
+    return req, RoutingRequest(model="instant", prompt_text=f"item {i}", est_tokens=3)
+
+
+async def _clients(ctl: Any, n_clients: int, per_client: int, cfg: PoolConfig) -> list[Dispatcher]:
+    ds = [Dispatcher("instant", ctl, cfg, seed=i, client_id=f"test-{i}") for i in range(n_clients)]
+
+    async def run(d: Dispatcher, k: int) -> None:
+        results = await asyncio.gather(*(d.submit(*_request(k * per_client + i)) for i in range(per_client)))
+        assert all(r.text == INSTANT_TEXT and r.completion_tokens == 3 for r, _, _ in results)
+        await d.flush()
+        await d.close()
+
+    await asyncio.gather(*(run(d, k) for k, d in enumerate(ds)))
+    return ds
+
+
+def test_requests_bypass_serve_and_the_limit_is_shared_and_climbs(controller: Any) -> None:
+    (info,) = ray.get(controller.replicas.remote("instant"))
+    assert info.endpoint is not None and info.endpoint.api_key  # a managed server: published with its own token
+    cfg = PoolConfig(initial_inflight_per_replica=2, max_inflight_per_replica=64)
+    ds = asyncio.run(_clients(controller, 2, 1500, cfg))
+    assert [d.stats["direct_http"] for d in ds] == [1500, 1500]
+    assert all(d.stats["serve_handle"] == 0 and d.stats["failed"] == 0 for d in ds)
+    limits = ray.get(controller.limits.remote())
+    assert limits[info.replica_id] > 2  # climbed from its start on an engine that never saturates
+    (after,) = ray.get(controller.check_now.remote())
+    assert after.in_flight == 0  # both clients reported their last requests done
+
+
+def test_killed_server_fails_over_to_the_restarted_endpoint(controller: Any) -> None:
+    (info,) = ray.get(controller.replicas.remote("instant"))
+    pid = serve.get_app_handle(info.replica_id).pid.remote().result()
+    os.kill(pid, signal.SIGKILL)
+    cfg = PoolConfig(request_timeout_s=60, max_retries=3)
+
+    async def go() -> list[str]:
+        d = Dispatcher("instant", controller, cfg, client_id="failover")
+        out = []
+        for i in range(20):  # the first request meets the dead port; retries wait for the restarted replica
+            res, attempts, _ = await d.submit(*_request(i))
+            out.append(res.text)
+        await d.close()
+        return out
+
+    assert asyncio.run(go()) == [INSTANT_TEXT] * 20
+    wait_until(lambda: ray.get(controller.replicas.remote("instant"))[0].endpoint != info.endpoint, 120,
+               "the restarted replica's endpoint")  # fmt: skip
