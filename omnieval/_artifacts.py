@@ -211,12 +211,15 @@ class RecordsWriter:
                 self._writer = pq.ParquetWriter(self._tmp, _RECORD_SCHEMA)
             self._writer.write_table(table)
         except OSError as e:
-            self.abort()
-            raise ArtifactWriteError(
-                f"could not write {self.path}: {e.strerror or e}; free space or fix permissions, then "
-                f"`omnieval run --resume {self.path.parent}` finishes from the checkpoint without re-inference"
-            ) from e
+            raise self._failed(e) from e
         self._cols = {f.name: [] for f in _RECORD_SCHEMA}
+
+    def _failed(self, e: OSError) -> ArtifactWriteError:
+        self.abort()
+        return ArtifactWriteError(
+            f"could not write {self.path}: {e.strerror or e}; free space or fix permissions, then "
+            f"`omnieval run --resume {self.path.parent}` finishes from the checkpoint without re-inference"
+        )
 
     def close(self) -> Path:
         if self._cols["record"] or self._writer is None:
@@ -227,11 +230,7 @@ class RecordsWriter:
             self._writer = None
             os.replace(self._tmp, self.path)
         except OSError as e:
-            self.abort()
-            raise ArtifactWriteError(
-                f"could not write {self.path}: {e.strerror or e}; free space or fix permissions, then "
-                f"`omnieval run --resume {self.path.parent}` finishes from the checkpoint without re-inference"
-            ) from e
+            raise self._failed(e) from e
         return self.path
 
     def abort(self) -> None:

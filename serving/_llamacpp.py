@@ -7,14 +7,12 @@ import subprocess
 from pathlib import Path
 from typing import Any, ClassVar
 
-import httpx
-
 from omnieval.errors import OmnievalUserError
 from serving._llamacpp_bin import find_llama_server
-from serving._managed import ServerEngine, free_port
+from serving._managed import ServerEngine, free_port, parse_prometheus
 from serving._types import EngineStats
 
-__all__ = ["LlamaCppEngine", "free_port"]
+__all__ = ["LlamaCppEngine", "free_port", "parse_prometheus"]
 
 _DEFAULTS: dict[str, Any] = {
     "parallel": 4,
@@ -90,13 +88,7 @@ class LlamaCppEngine(ServerEngine):
         """Requests in flight and tokens generated as llama-server itself counts them (``/metrics``): clients send
         to its port directly, so the replica process no longer sees each request."""
         s = self.stats()
-        if self._client is None:
-            return s
-        try:
-            r = await self._client.get(self.base_url.removesuffix("/v1") + "/metrics", timeout=5.0)
-            m = parse_prometheus(r.text) if r.status_code == 200 else {}
-        except (OSError, ValueError, httpx.HTTPError):
-            m = {}
+        m = await self.server_metrics()
         if m:
             processing = int(m.get("llamacpp:requests_processing", 0))
             deferred = int(m.get("llamacpp:requests_deferred", 0))
@@ -104,19 +96,3 @@ class LlamaCppEngine(ServerEngine):
             s.queue_depth = max(s.queue_depth, deferred)
             s.output_tokens = max(s.output_tokens, int(m.get("llamacpp:tokens_predicted_total", 0)))
         return s
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Samples of a Prometheus text exposition by metric name, summed over labels (llama-server's and vLLM's
-    ``/metrics``)."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        head, _, value = line.rpartition("}") if "}" in line else line.partition(" ")
-        name = head.split("{", 1)[0].strip()
-        try:
-            out[name] = out.get(name, 0.0) + float(value.split()[0])
-        except (ValueError, IndexError):
-            continue
-    return out

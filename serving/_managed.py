@@ -157,6 +157,22 @@ class ManagedServer:
             self.log_path.unlink(missing_ok=True)
 
 
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Samples of a Prometheus text exposition by metric name, summed over labels (llama-server's and vLLM's
+    ``/metrics``)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition("}") if "}" in line else line.partition(" ")
+        name = head.split("{", 1)[0].strip()
+        try:
+            out[name] = out.get(name, 0.0) + float(value.split()[0])
+        except (ValueError, IndexError):
+            continue
+    return out
+
+
 class ServerEngine(OpenAIEngine):
     """An engine whose replica runs the engine's own OpenAI-compatible server: the replica owns the process (start,
     health, restart by Serve, shutdown) and publishes its ``Endpoint``; clients send requests to it directly."""
@@ -189,6 +205,16 @@ class ServerEngine(OpenAIEngine):
 
     def log_tail(self, n: int = 5) -> str:
         return self._server.log_tail(n) if self._server is not None else ""
+
+    async def server_metrics(self) -> dict[str, float]:
+        """The server's Prometheus ``/metrics`` by name (empty when it has none or does not answer)."""
+        if self._client is None:
+            return {}
+        try:
+            r = await self._client.get(self.base_url.removesuffix("/v1") + "/metrics", timeout=5.0)
+            return parse_prometheus(r.text) if r.status_code == 200 else {}
+        except (OSError, ValueError, httpx.HTTPError):
+            return {}
 
     async def check_health(self) -> bool:
         if self._server is None or not self._server.alive():

@@ -20,8 +20,6 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-import httpx
-
 from omnieval.errors import MissingDependencyError, OmnievalUserError
 from serving._engine import engine_kwargs_error
 from serving._managed import ServerEngine
@@ -192,16 +190,8 @@ class VLLMEngine(ServerEngine):
 
     async def poll_stats(self) -> EngineStats:
         """Running and waiting requests as vLLM's scheduler counts them (``/metrics``)."""
-        from serving._llamacpp import parse_prometheus
-
         s = self.stats()
-        if self._client is None:
-            return s
-        try:
-            r = await self._client.get(self.base_url.removesuffix("/v1") + "/metrics", timeout=5.0)
-            m = parse_prometheus(r.text) if r.status_code == 200 else {}
-        except (OSError, ValueError, httpx.HTTPError):
-            m = {}
+        m = await self.server_metrics()
         if "vllm:num_requests_running" in m:
             running, waiting = int(m["vllm:num_requests_running"]), int(m.get("vllm:num_requests_waiting", 0))
             s.in_flight = max(s.in_flight, running + waiting)

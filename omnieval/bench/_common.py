@@ -11,16 +11,11 @@ import os
 import platform
 import socket
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 DEFAULT_OUT = Path("bench-results")
 
@@ -30,12 +25,6 @@ def cpu_count() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:
         return max(1, os.cpu_count() or 1)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def machine_context() -> dict[str, Any]:
@@ -73,56 +62,32 @@ class LlamaServer:
     def __init__(self, model_path: str | Path, *, threads: int, parallel: int, ctx_per_slot: int = 2048,
                  extra_args: Sequence[str] = ()) -> None:  # fmt: skip
         from serving import find_llama_server
+        from serving._managed import ManagedServer
 
-        self.binary = find_llama_server()
-        self.model_path = Path(model_path)
-        self.threads, self.parallel, self.ctx_per_slot = threads, parallel, ctx_per_slot
-        self.extra_args = list(extra_args)
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path: Path | None = None
+        cmd = [
+            str(find_llama_server()), "-m", str(model_path), "--host", "{host}", "--port", "{port}",
+            "-t", str(threads), "-c", str(parallel * ctx_per_slot), "--parallel", str(parallel), "--no-webui",
+            *extra_args,
+        ]  # fmt: skip
+        self.server = ManagedServer("omnieval-bench-llama", cmd, bind_all=False)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.server.local_url
 
     def start(self, timeout_s: float = 180.0) -> LlamaServer:
-        self.port = free_port()
-        cmd = [
-            str(self.binary), "-m", str(self.model_path), "--host", "127.0.0.1", "--port", str(self.port),
-            "-t", str(self.threads), "-c", str(self.parallel * self.ctx_per_slot), "--parallel", str(self.parallel),
-            "--no-webui", *self.extra_args,
-        ]  # fmt: skip
-        fd, log = tempfile.mkstemp(prefix="omnieval-bench-llama-", suffix=".log")
-        self.log_path = Path(log)
-        self.proc = subprocess.Popen(cmd, stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        os.close(fd)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"llama-server exited with {self.proc.returncode}: {self.log_path.read_text()[-800:]}"
-                )
-            try:
-                if httpx.get(self.base_url + "/health", timeout=2.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)  # polling an external process's port: there is no event to wait on
-        self.stop()
-        raise RuntimeError(f"llama-server not ready after {timeout_s}s")
+        import asyncio
+
+        self.server.launch()
+        try:
+            asyncio.run(self.server.wait_ready(timeout_s))
+        except BaseException:
+            self.stop()
+            raise
+        return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-        if self.log_path is not None:
-            self.log_path.unlink(missing_ok=True)
+        self.server.stop()
 
     def __enter__(self) -> LlamaServer:
         return self.start()

@@ -15,7 +15,7 @@ import pytest
 from omnieval._schema import GenerationOptions
 from omnieval.errors import MissingDependencyError, OmnievalUserError, RequestFailed
 from serving import ENGINES
-from serving._llamacpp import parse_prometheus
+from serving._managed import parse_prometheus
 from serving._text import cut_at_stop, text_messages
 from serving._transformers import TransformersEngine, _Pending, options_key, take_batch
 from serving._types import GenerationRequest
