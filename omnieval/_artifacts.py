@@ -284,11 +284,15 @@ class CheckpointWriter:
     """Appends each finished Record as one JSON line, flushed and fsynced, before it is scored."""
 
     def __init__(self, run_dir: Path) -> None:
-        self._f = open(Path(run_dir) / CHECKPOINT, "a", encoding="utf-8")  # noqa: SIM115
+        self._f = open(Path(run_dir) / CHECKPOINT, "ab")  # noqa: SIM115
 
     def write(self, records: list[Record]) -> None:
+        self.write_lines("".join(r.model_dump_json() + "\n" for r in records).encode())
+
+    def write_lines(self, data: bytes) -> None:
+        """Append Records already encoded as JSON lines (what client actors return)."""
         try:
-            self._f.write("".join(r.model_dump_json() + "\n" for r in records))
+            self._f.write(data)
             self._f.flush()
             os.fsync(self._f.fileno())
         except OSError as e:

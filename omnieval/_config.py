@@ -172,7 +172,8 @@ class PoolConfig(_Config):
     """Ceiling of a replica's adaptive concurrency limit (all clients together); the limit starts at
     ``initial_inflight_per_replica`` and grows while latency shows the engine is not yet saturated."""
     initial_inflight_per_replica: int = Field(default=4, ge=1)
-    """Where a replica's adaptive concurrency limit starts (clipped to the ceiling)."""
+    """Where a replica's adaptive concurrency limit starts at least; it starts at the engine's own batch slots when
+    those are more (llama.cpp ``parallel``, vLLM ``max_num_seqs``), clipped to the ceiling."""
     max_retries: int = Field(default=3, ge=0)
     """Retries of a failed request, each on another replica when one exists."""
     request_timeout_s: float = Field(default=300.0, gt=0)

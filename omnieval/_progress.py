@@ -44,12 +44,14 @@ class RunProgress:
         for key, task in self._tasks.items():
             self._progress.update(task, completed=self.done[key], tps=tps)
 
-    def advance_counts(self, counts: dict[tuple[str, str], int]) -> None:
-        """Samples already done before this run started (a resumed run's checkpoint)."""
+    def advance_counts(self, counts: dict[tuple[str, str], int], tokens: int = 0) -> None:
+        """Samples done per (model, benchmark), and the tokens they generated (0: done before this run started)."""
         for key, n in counts.items():
             self.done[key] = self.done.get(key, 0) + n
+        self.tokens += tokens
+        tps = f"{self.tokens_per_s:.1f} tok/s"
         for key, task in self._tasks.items():
-            self._progress.update(task, completed=self.done[key])
+            self._progress.update(task, completed=self.done[key], tps=tps)
 
     @property
     def tokens_per_s(self) -> float:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 
@@ -39,6 +39,9 @@ from omnieval._provenance import cluster_hostnames, git_commit, package_versions
 from omnieval._schema import Record
 from omnieval._scoring import group
 from omnieval.benchmarks import BenchmarkSpec, get_benchmark
+
+if TYPE_CHECKING:
+    from pool import ChunkResult
 
 log = logging.getLogger("omnieval")
 
@@ -107,12 +110,12 @@ def preflight(suite: SuiteConfig) -> None:
 
 def _dispatch_all(suite: SuiteConfig, clients: list[Any], records: Iterable[Record], sink: Any, inflight: int) -> None:
     """Chunks stream to the client actors with enough in flight to fill every replica's adaptive limit at its
-    ceiling; each finished chunk goes to ``sink`` on arrival and is dropped."""
-    from omnieval._stream import RayChunkRunner, stream_dispatch
+    ceiling; each finished chunk (a ``ChunkResult``) goes to ``sink`` on arrival and is dropped."""
+    from omnieval._stream import RayLinesRunner, stream_dispatch
 
     size = suite.pool.chunk_size
     window = max(2 * len(clients), -(-inflight // size) + len(clients))
-    stream_dispatch(records, RayChunkRunner(clients), sink, chunk_size=size, window=window)
+    stream_dispatch(records, RayLinesRunner(clients), sink, chunk_size=size, window=window)
 
 
 def _turn_waves(seq: list[Record]) -> list[list[Record]]:
@@ -194,6 +197,11 @@ class _Tally:
     cache_hits: int = 0
     tokens: int = 0
 
+    def add_counts(self, res: ChunkResult) -> None:
+        self.answered += len(res)
+        self.cache_hits += res.cache_hits
+        self.tokens += res.output_tokens
+
     def add(self, records: list[Record]) -> None:
         for r in records:
             self.answered += 1
@@ -259,7 +267,7 @@ def run_suite(
 
 def _execute(plan: RunPlan, controller: Any, timings: dict[str, float], show_progress: bool | None) -> tuple[list[Any], _Tally]:
     """Pool up, then every Record not yet in the checkpoint streams through the client actors into it."""
-    from pool import EvalClient
+    from pool import EvalClient, decode_records
 
     suite, run_dir, specs = plan.suite, plan.run_dir, plan.specs
     t0 = time.monotonic()
@@ -301,11 +309,12 @@ def _execute(plan: RunPlan, controller: Any, timings: dict[str, float], show_pro
         with RunProgress(plan.totals, enabled=show_progress) as progress:
             progress.advance_counts(plan.done)
 
-            def sink(recs: list[Record]) -> None:
-                ckpt.write(recs)  # persisted before scoring: a crash after this loses nothing
-                progress.advance(recs)
-                tally.add(recs)
-                seq_done.update((r.key, r) for r in recs if r.benchmark in seq_specs)
+            def sink(res: ChunkResult) -> None:
+                ckpt.write_lines(res.lines)  # persisted before scoring: a crash after this loses nothing
+                progress.advance_counts(res.counts, tokens=res.output_tokens)
+                tally.add_counts(res)
+                if any(b in seq_specs for _, b in res.counts):  # later turns need these answers
+                    seq_done.update((r.key, r) for r in decode_records(res.lines))
 
             first = itertools.chain(rest, _fill_history(waves[0], seq_done) if waves else [])
             _dispatch_all(suite, clients, first, sink, inflight)

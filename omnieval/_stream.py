@@ -60,7 +60,7 @@ class StreamStats:
 def stream_dispatch(
     records: Iterable[Record],
     runner: ChunkRunner,
-    sink: Callable[[list[Record]], None],
+    sink: Callable[[Any], None],
     *,
     chunk_size: int = 16,
     window: int | None = None,
@@ -115,6 +115,26 @@ class RayChunkRunner:
         return self.clients[worker].run.remote(chunk)
 
     def wait_any(self, pending: list[Any]) -> tuple[Any, list[Record]]:
+        import ray
+
+        ready, _ = ray.wait(pending, num_returns=1)
+        return ready[0], ray.get(ready[0])
+
+
+class RayLinesRunner:
+    """Chunks to ``EvalClient.run_lines`` as JSON lines; results come back as ``ChunkResult`` (JSON lines + counts)
+    for a sink that appends them to the checkpoint without decoding."""
+
+    def __init__(self, clients: list[Any]) -> None:
+        self.clients = clients
+        self.n_workers = len(clients)
+
+    def submit(self, worker: int, chunk: list[Record]) -> Any:
+        from pool import encode_records
+
+        return self.clients[worker].run_lines.remote(encode_records(chunk))
+
+    def wait_any(self, pending: list[Any]) -> tuple[Any, Any]:
         import ray
 
         ready, _ = ray.wait(pending, num_returns=1)

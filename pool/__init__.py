@@ -5,10 +5,11 @@ from __future__ import annotations
 from pool._client import EvalClient
 from pool._controller import CONTROLLER_NAME, NAMESPACE, PoolController, fingerprint, get_controller
 from pool._dispatch import Dispatcher, NoReplicaAvailable
-from pool._types import ReplicaInfo, ReplicaState
+from pool._types import ChunkResult, ReplicaInfo, ReplicaState, decode_records, encode_records
 
 __all__ = [
     "CONTROLLER_NAME",
+    "ChunkResult",
     "NAMESPACE",
     "Dispatcher",
     "EvalClient",
@@ -16,6 +17,8 @@ __all__ = [
     "PoolController",
     "ReplicaInfo",
     "ReplicaState",
+    "decode_records",
+    "encode_records",
     "fingerprint",
     "get_controller",
 ]

@@ -13,6 +13,7 @@ from omnieval._config import PoolConfig
 from omnieval._schema import Output, Record, RecordError, TextOutput, Usage
 from omnieval.errors import RequestFailed, clip
 from pool._dispatch import Dispatcher
+from pool._types import ChunkResult, decode_records, encode_records
 from schedulers import RoutingRequest
 from serving._messages import prompt_text, to_openai
 from serving._types import GenerationRequest, GenerationResult
@@ -102,6 +103,19 @@ class EvalClient:
             if d.idle:
                 await d.flush()
         return out
+
+    async def run_lines(self, payload: bytes) -> ChunkResult:
+        """``run`` with Records as JSON lines both ways (the runner's path: no pickled pydantic objects)."""
+        out = await self.run(decode_records(payload))
+        counts: dict[tuple[str, str], int] = {}
+        tokens = hits = 0
+        for r in out:
+            counts[(r.model, r.benchmark)] = counts.get((r.model, r.benchmark), 0) + 1
+            if r.meta.get("cache_hit"):
+                hits += 1
+            elif r.output is not None and r.output.usage is not None:
+                tokens += r.output.usage.completion_tokens
+        return ChunkResult(lines=encode_records(out), counts=counts, output_tokens=tokens, cache_hits=hits)
 
     def ready(self) -> bool:
         """Answers once the actor is up (the runner times inference from there)."""

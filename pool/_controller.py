@@ -347,10 +347,13 @@ class PoolController:
             return out
 
     def _limiter(self, rid: str, info: ReplicaInfo, req: SyncRequest) -> GradientLimiter:
+        """Starts at the engine's own batch slots (llama-server ``--parallel``, vLLM ``max_num_seqs``: fewer would
+        idle slots by construction) or the configured start, whichever is larger, then probes upward."""
         lim = self._limiters.get(rid)
         if lim is None:
             ceiling = max(1, req.max_limit)
-            lim = GradientLimiter(initial=max(1, min(req.initial_limit, ceiling)), max_limit=ceiling)
+            start = max(1, min(max(req.initial_limit, info.slots), ceiling))
+            lim = GradientLimiter(initial=start, max_limit=ceiling)
             self._limiters[rid] = lim
         return lim
 
@@ -363,10 +366,11 @@ class PoolController:
         clients = sum(v for c, v in self._client_inflight.get(rid, {}).items() if c in live)
         return max(self._engine_inflight.get(rid, 0), clients)
 
-    def limits(self) -> dict[str, int]:
-        """Current concurrency limit per replica (tests, bench reports)."""
+    def limits(self) -> dict[str, dict[str, float | None]]:
+        """Per replica: its concurrency limit now, how many decisions fed it, its no-queue latency baseline."""
         with self._lock:
-            return {rid: lim.limit for rid, lim in self._limiters.items() if rid in self._replicas}
+            return {rid: {"limit": lim.limit, "updates": lim.updates, "baseline_s_per_token": lim.baseline}
+                    for rid, lim in self._limiters.items() if rid in self._replicas}  # fmt: skip
 
     def models(self) -> dict[str, dict[str, Any]]:
         with self._lock:

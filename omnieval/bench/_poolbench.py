@@ -1,7 +1,7 @@
 """``omnieval bench pool``: the pool against the engine's own saturated throughput, and per-request overhead.
 
-Ceiling: the same llama-server (same threads, ``--parallel N``) driven directly by N concurrent HTTP clients with
-the exact request bodies the pool sends (serving's ``OpenAIEngine``, no Ray). Pool: the same Records through
+Ceiling: the pool's own llama.cpp engine started outside Ray (the identical llama-server command line) driven
+directly by N = ``--parallel`` concurrent HTTP clients with the exact request bodies the pool sends, no Ray. Pool: the same Records through
 ``run_suite`` (client actors → llama-server's port, the depth found by the adaptive limit). Ratio = pool tokens/s
 ÷ ceiling tokens/s.
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from omnieval._config import SuiteConfig
 from omnieval._schema import Record
-from omnieval.bench._common import LlamaServer, median, pct
+from omnieval.bench._common import median, pct
 
 
 def _key(r: Record) -> str:
@@ -60,10 +60,20 @@ async def _drive(base_url: str, model: str, records: list[Record], concurrency: 
     return {"wall_s": wall, "records": len(lat), "output_tokens": tokens, "latency_s": lat}
 
 
-def direct_ceiling(model_path: Path, model: str, records: list[Record], *, threads: int, parallel: int,
-                   ctx_per_slot: int) -> dict[str, Any]:  # fmt: skip
-    with LlamaServer(model_path, threads=threads, parallel=parallel, ctx_per_slot=ctx_per_slot) as srv:
-        return asyncio.run(_drive(srv.base_url, model, records, parallel))
+def direct_ceiling(model_path: Path, model: str, records: list[Record], engine_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The pool's own llama.cpp engine started outside Ray (identical llama-server command line and flags), driven
+    by ``--parallel`` concurrent requests: every slot busy, nothing queued."""
+    from serving._llamacpp import LlamaCppEngine
+
+    async def go() -> dict[str, Any]:
+        eng = LlamaCppEngine(replica_id="direct", model=model, model_path=str(model_path), **engine_kwargs)
+        await eng.start()
+        try:
+            return await _drive(eng.base_url.removesuffix("/v1"), model, records, int(engine_kwargs["parallel"]))
+        finally:
+            await eng.shutdown()
+
+    return asyncio.run(go())
 
 
 def through_pool(suite: SuiteConfig) -> dict[str, Any]:
@@ -123,9 +133,7 @@ def bench_pool(
                     f"[repeat {rep + 1}/{repeats}] {mode}: {len(records)} requests, --parallel {parallel}, -t {threads}"
                 )
                 if mode == "direct":
-                    r = direct_ceiling(model_path, one.name, [x.model_copy(deep=True) for x in records],
-                                       threads=threads, parallel=parallel,
-                                       ctx_per_slot=int(kw.get("ctx_per_slot") or 2048))  # fmt: skip
+                    r = direct_ceiling(model_path, one.name, [x.model_copy(deep=True) for x in records], kw)
                     direct_runs.append(r)
                 else:
                     r = through_pool(psuite)

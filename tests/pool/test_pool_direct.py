@@ -63,11 +63,13 @@ def test_requests_bypass_serve_and_the_limit_is_shared_and_climbs(controller: An
     (info,) = ray.get(controller.replicas.remote("instant"))
     assert info.endpoint is not None and info.endpoint.api_key  # a managed server: published with its own token
     cfg = PoolConfig(initial_inflight_per_replica=2, max_inflight_per_replica=64)
-    ds = asyncio.run(_clients(controller, 2, 1500, cfg))
-    assert [d.stats["direct_http"] for d in ds] == [1500, 1500]
+    ds = asyncio.run(_clients(controller, 2, 4000, cfg))
+    assert [d.stats["direct_http"] for d in ds] == [4000, 4000]
     assert all(d.stats["serve_handle"] == 0 and d.stats["failed"] == 0 for d in ds)
-    limits = ray.get(controller.limits.remote())
-    assert limits[info.replica_id] > 2  # climbed from its start on an engine that never saturates
+    lim = ray.get(controller.limits.remote())[info.replica_id]
+    # both clients' reports reached the one shared limiter, which decided many times within its bounds (how it
+    # climbs and backs off is tests/schedulers/test_sched_gradient.py)
+    assert lim["updates"] >= 5 and 1 <= lim["limit"] <= 64 and lim["baseline_s_per_token"] > 0
     (after,) = ray.get(controller.check_now.remote())
     assert after.in_flight == 0  # both clients reported their last requests done
 
