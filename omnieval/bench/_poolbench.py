@@ -32,13 +32,11 @@ def _lat_summary(lat_s: list[float]) -> dict[str, float]:
     return {"p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "mean_ms": sum(ms) / len(ms) if ms else 0.0}
 
 
-async def _drive(base_url: str, model: str, records: list[Record], concurrency: int) -> dict[str, Any]:
+async def _drive(eng: Any, records: list[Record], concurrency: int) -> dict[str, Any]:
+    """``concurrency`` closed-loop workers sending the Records through a started engine's own HTTP client."""
     from serving._messages import to_openai
-    from serving._openai import OpenAIEngine
     from serving._types import GenerationRequest
 
-    eng = OpenAIEngine(replica_id="direct", model=model, base_url=base_url + "/v1", slots=concurrency)
-    await eng.start()
     queue = list(reversed(records))
     lat: dict[str, float] = {}
     tokens = 0
@@ -56,7 +54,6 @@ async def _drive(base_url: str, model: str, records: list[Record], concurrency: 
     t0 = time.monotonic()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     wall = time.monotonic() - t0
-    await eng.shutdown()
     return {"wall_s": wall, "records": len(lat), "output_tokens": tokens, "latency_s": lat}
 
 
@@ -69,7 +66,7 @@ def direct_ceiling(model_path: Path, model: str, records: list[Record], engine_k
         eng = LlamaCppEngine(replica_id="direct", model=model, model_path=str(model_path), **engine_kwargs)
         await eng.start()
         try:
-            return await _drive(eng.base_url.removesuffix("/v1"), model, records, int(engine_kwargs["parallel"]))
+            return await _drive(eng, records, int(engine_kwargs["parallel"]))
         finally:
             await eng.shutdown()
 

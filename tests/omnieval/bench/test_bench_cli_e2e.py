@@ -75,3 +75,25 @@ def test_stream_probe_measures_run_suite_end_to_end() -> None:
     assert r["checkpoint_lines"] == 3000
     assert r["stats"]["records"] == 3000 and r["stats"]["errors"] == 0
     assert 0 < r["rss_after_imports_mib"] <= r["peak_rss_mib"] < 1024  # the driver holds in-flight chunks only
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.timeout(900)
+def test_bench_pool_line_rate_and_ceiling_side_by_side(tmp_path: Path) -> None:
+    if not _have_llama_server():
+        pytest.skip("llama-server not built (omnieval setup llamacpp)")
+    from omnieval.cli import main
+
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY.replace("limit: 6", "limit: 2"))
+    assert main(["bench", "pool", "--suite", str(suite), "--repeats", "1", "--line-requests", "400",
+                 "--seq-requests", "40", "--out", str(tmp_path / "out")]) == 0  # fmt: skip
+    data = json.loads((tmp_path / "out" / "pool.json").read_text())
+    lr = data["line_rate"]
+    for mode, n in (("raw_c1", 40), ("raw_c64", 400), ("pool_external_c1", 40), ("pool_external_saturated", 400),
+                    ("pool_managed_saturated", 400)):  # fmt: skip
+        assert lr[mode]["records"] == [n] and lr[mode]["errors"] == 0 and lr[mode]["requests_per_s"] > 0, mode
+    assert lr["pool_over_raw"] > 0 and data["pool_over_ceiling"] > 0
+    assert data["ceiling_direct"][0]["records"] == data["pool"][0]["records"] == 4  # the same Records both ways
+    assert (tmp_path / "out" / "pool.png").stat().st_size > 0
