@@ -47,7 +47,7 @@ class EvalClient:
     def _dispatcher(self, model: str) -> Dispatcher:
         if model not in self._dispatchers:
             self._dispatchers[model] = Dispatcher(model, self.controller, self.cfg, seed=self.seed,
-                                                  client_id=f"{self._actor_id}/{model}")  # fmt: skip
+                                                  client_id=f"{self._actor_id}/{model}", siblings=self.cfg.clients)  # fmt: skip
         return self._dispatchers[model]
 
     async def _one(self, rec: Record) -> Record:

@@ -77,6 +77,7 @@ class PoolController:
         self._retired: dict[str, RetiredReplica] = {}
         self._limiters: dict[str, GradientLimiter] = {}  # replica id -> its concurrency limit, shared by all clients
         self._client_seen: dict[str, dict[str, float]] = {}  # model -> client -> last active sync
+        self._siblings: dict[str, int] = {}  # client -> how many clients its run started
         self._client_inflight: dict[str, dict[str, int]] = {}  # replica id -> client -> in flight at its last sync
         self._engine_inflight: dict[str, int] = {}  # replica id -> in flight as the engine reported it
         self._served: dict[str, EngineStats] = {}  # replica id -> what clients observed it serve (direct HTTP too)
@@ -310,10 +311,13 @@ class PoolController:
             seen = self._client_seen.setdefault(req.model, {})
             if req.active:
                 seen[req.client] = now
+                self._siblings[req.client] = req.siblings
             else:
                 seen.pop(req.client, None)
+                self._siblings.pop(req.client, None)
             for cid in [c for c, t in seen.items() if now - t > CLIENT_TTL_S]:
                 seen.pop(cid)
+                self._siblings.pop(cid, None)
             for load in req.loads:
                 info = self._replicas.get(load.replica_id)
                 if info is None:
@@ -336,7 +340,7 @@ class PoolController:
                                      peak_in_flight=load.peak_in_flight + others)  # fmt: skip
                 self._limiter(load.replica_id, info, req).observe(window)
                 info.in_flight = self._in_flight(load.replica_id)
-            n_clients = max(1, len(seen))
+            n_clients = max(1, len(seen), *(self._siblings.get(c, 1) for c in seen))
             out = []
             for r in self._replicas.values():
                 if r.model != req.model:

@@ -46,11 +46,12 @@ class _Window:
 
 class Dispatcher:
     def __init__(self, model: str, controller: Any, cfg: PoolConfig, *, seed: int = 0,
-                 client_id: str | None = None) -> None:  # fmt: skip
+                 client_id: str | None = None, siblings: int = 1) -> None:  # fmt: skip
         self.model = model
         self.controller = controller
         self.cfg = cfg
         self.client_id = client_id or uuid.uuid4().hex[:12]
+        self.siblings = siblings
         self.policy = make_policy(cfg.routing, seed=seed)
         self.breaker = CircuitBreaker(failure_threshold=3, initial_backoff_s=1.0, max_backoff_s=30.0)
         self.transport = HttpTransport(cfg.request_timeout_s, ray_node_ip())
@@ -90,7 +91,7 @@ class Dispatcher:
             loads.append(ReplicaLoad(replica_id=rid, in_flight=n, peak_in_flight=max(w.peak, n), ok=w.ok,
                                      failed=w.failed, latency_sum=w.latency_sum, output_tokens=w.tokens))  # fmt: skip
         self._windows = {rid: _Window(peak=self._outstanding.get(rid, 0)) for rid in self._windows}
-        req = SyncRequest(model=self.model, client=self.client_id, active=active, loads=loads,
+        req = SyncRequest(model=self.model, client=self.client_id, active=active, loads=loads, siblings=self.siblings,
                           initial_limit=self.cfg.initial_inflight_per_replica,
                           max_limit=self.cfg.max_inflight_per_replica)  # fmt: skip
         infos: list[ReplicaInfo] = await self.controller.sync.remote(req)

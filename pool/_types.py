@@ -79,6 +79,9 @@ class SyncRequest(BaseModel):
     """Client id (actor id, unique in the cluster)."""
     active: bool = True
     """The client has work for this model (it shares the replicas' limits)."""
+    siblings: int = 1
+    """Clients its run started for this model: shares are split this many ways from the first sync, before every
+    sibling has reported (otherwise the first to arrive would each take the whole limit)."""
     loads: list[ReplicaLoad] = Field(default_factory=list)
     """Per-replica observations."""
     initial_limit: int = 4
