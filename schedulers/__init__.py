@@ -4,7 +4,6 @@ Routing policies rank candidate replicas (the pool filters unhealthy / open-circ
 and the adaptive concurrency limiters protect replicas; the sharding helpers balance evaluation items over workers by predicted cost.
 """
 
-from ._aimd import AIMDLimiter
 from ._circuit import BreakerState, CircuitBreaker
 from ._gradient import GradientLimiter, LimitWindow
 from ._least_loaded import LeastLoaded
@@ -18,7 +17,6 @@ from ._sharding import estimate_cost, makespan, plan_shards
 from ._types import ReplicaView, RoutingRequest
 
 __all__ = [
-    "AIMDLimiter",
     "BreakerState",
     "CircuitBreaker",
     "DEFAULT_POLICY",
