@@ -15,14 +15,13 @@ import math
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 from omnieval._config import PoolConfig
 from omnieval.errors import ReplicaDead, RequestFailed
 from pool._http import HttpTransport
 from pool._types import ReplicaInfo, ReplicaLoad, SyncRequest
-from schedulers import CircuitBreaker, ReplicaView, RoutingRequest, make_policy
+from schedulers import CircuitBreaker, LimitWindow, ReplicaView, RoutingRequest, make_policy
 from serving import GenerationRequest, GenerationResult, ray_node_ip
 
 log = logging.getLogger("omnieval.pool")
@@ -33,15 +32,6 @@ SYNC_PERIOD_S = 0.2
 
 class NoReplicaAvailable(ReplicaDead):
     """Every replica of the model is dead or tripped for longer than the request timeout."""
-
-
-@dataclass
-class _Window:
-    ok: int = 0
-    failed: int = 0
-    latency_sum: float = 0.0
-    peak: int = 0
-    tokens: int = 0
 
 
 class Dispatcher:
@@ -58,7 +48,7 @@ class Dispatcher:
         self._replicas: dict[str, ReplicaInfo] = {}
         self._handles: dict[str, Any] = {}
         self._outstanding: dict[str, int] = {}
-        self._windows: dict[str, _Window] = {}
+        self._windows: dict[str, LimitWindow] = {}
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._refresh_lock = asyncio.Lock()
         self._bg: asyncio.Task[None] | None = None
@@ -88,9 +78,9 @@ class Dispatcher:
         loads = []
         for rid, w in self._windows.items():
             n = self._outstanding.get(rid, 0)
-            loads.append(ReplicaLoad(replica_id=rid, in_flight=n, peak_in_flight=max(w.peak, n), ok=w.ok,
-                                     failed=w.failed, latency_sum=w.latency_sum, output_tokens=w.tokens))  # fmt: skip
-        self._windows = {rid: _Window(peak=self._outstanding.get(rid, 0)) for rid in self._windows}
+            loads.append(ReplicaLoad(replica_id=rid, in_flight=n, peak_in_flight=max(w.peak_in_flight, n), ok=w.ok,
+                                     failed=w.failed, latency_sum=w.latency_sum, output_tokens=w.output_tokens))  # fmt: skip
+        self._windows = {rid: LimitWindow(peak_in_flight=self._outstanding.get(rid, 0)) for rid in self._windows}
         req = SyncRequest(model=self.model, client=self.client_id, active=active, loads=loads, siblings=self.siblings,
                           initial_limit=self.cfg.initial_inflight_per_replica,
                           max_limit=self.cfg.max_inflight_per_replica)  # fmt: skip
@@ -102,7 +92,7 @@ class Dispatcher:
         self._replicas = {r.replica_id: r for r in infos}
         for rid in self._replicas:
             self._outstanding.setdefault(rid, 0)
-            self._windows.setdefault(rid, _Window())
+            self._windows.setdefault(rid, LimitWindow())
         for rid in [r for r in self._windows if r not in self._replicas]:
             self._windows.pop(rid)
             self._handles.pop(rid, None)
@@ -160,7 +150,7 @@ class Dispatcher:
                 rid = self.policy.choose(cands, routing)[0]
                 n = self._outstanding[rid] = self._outstanding[rid] + 1
                 w = self._windows[rid]
-                w.peak = max(w.peak, n)
+                w.peak_in_flight = max(w.peak_in_flight, n)
                 self.policy.on_dispatch(rid, routing)
                 return rid
             remaining = deadline - time.monotonic()
@@ -237,7 +227,7 @@ class Dispatcher:
             if w is not None:
                 w.ok += 1
                 w.latency_sum += lat / (1 + result.completion_tokens)
-                w.tokens += result.completion_tokens
+                w.output_tokens += result.completion_tokens
             self.stats["sent"] += 1
             return result, attempts, first
         self.stats["failed"] += 1

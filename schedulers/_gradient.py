@@ -19,12 +19,15 @@ class LimitWindow:
     """Sum of normalised latencies (seconds per generated token, prefill counted as one token) of the successes."""
     peak_in_flight: int = 0
     """Most requests in flight to the replica at once during the window (all clients together)."""
+    output_tokens: int = 0
+    """Tokens generated (reported for accounting; the limit does not use it)."""
 
     def add(self, other: LimitWindow) -> None:
         self.ok += other.ok
         self.failed += other.failed
         self.latency_sum += other.latency_sum
         self.peak_in_flight = max(self.peak_in_flight, other.peak_in_flight)
+        self.output_tokens += other.output_tokens
 
 
 class GradientLimiter:

@@ -8,6 +8,7 @@ other nodes reach it; clients on the same node use loopback (``Endpoint.url_for`
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import socket
@@ -155,6 +156,23 @@ class ManagedServer:
         self.proc = None
         if self.log_path is not None and not crashed:
             self.log_path.unlink(missing_ok=True)
+
+
+def cli_flags(args: dict[str, Any], *, negatable: bool) -> list[str]:
+    """Engine options as server CLI flags (``max_model_len=2048`` → ``--max-model-len 2048``; dicts and lists as
+    JSON). ``True`` is a bare switch; ``False`` is ``--no-<flag>`` where the server's booleans are negatable (vLLM),
+    else omitted (SGLang's store-true switches)."""
+    out: list[str] = []
+    for k, v in args.items():
+        flag = "--" + k.replace("_", "-")
+        if v is True:
+            out.append(flag)
+        elif v is False:
+            if negatable:
+                out.append("--no-" + k.replace("_", "-"))
+        else:
+            out += [flag, json.dumps(v) if isinstance(v, (dict, list)) else str(v)]
+    return out
 
 
 def parse_prometheus(text: str) -> dict[str, float]:

@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import importlib.util
-import json
 import sys
 from typing import Any, ClassVar
 
 from omnieval.errors import MissingDependencyError, OmnievalUserError
 from serving._engine import engine_kwargs_error
-from serving._managed import ServerEngine
+from serving._managed import ServerEngine, cli_flags
 from serving._vllm import has_cuda_device
 
 SGLANG_PIP = "pip install 'omnieval[sglang]'"
@@ -61,14 +60,7 @@ def split_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
 
 def server_flags(args: dict[str, Any]) -> list[str]:
     """ServerArgs fields as ``sglang.launch_server`` flags (booleans are store-true switches there)."""
-    out: list[str] = []
-    for k, v in args.items():
-        flag = "--" + k.replace("_", "-")
-        if v is True:
-            out.append(flag)
-        elif v is not False:
-            out += [flag, json.dumps(v) if isinstance(v, (dict, list)) else str(v)]
-    return out
+    return cli_flags(args, negatable=False)
 
 
 class SGLangEngine(ServerEngine):

@@ -13,7 +13,6 @@ import asyncio
 import dataclasses
 import importlib.metadata
 import importlib.util
-import json
 import os
 import shutil
 import sys
@@ -22,7 +21,7 @@ from typing import Any, ClassVar
 
 from omnieval.errors import MissingDependencyError, OmnievalUserError
 from serving._engine import engine_kwargs_error
-from serving._managed import ServerEngine
+from serving._managed import ServerEngine, cli_flags
 from serving._types import EngineStats
 
 # AsyncEngineArgs fields accepted as engine_kwargs (None: leave vLLM's default). Anything else goes in
@@ -123,19 +122,8 @@ def cpu_env_defaults(own: dict[str, Any], cores: list[int] | None = None) -> dic
 
 
 def server_flags(args: dict[str, Any]) -> list[str]:
-    """AsyncEngineArgs keyword arguments as vLLM CLI flags (``max_model_len=2048`` → ``--max-model-len 2048``)."""
-    out: list[str] = []
-    for k, v in args.items():
-        flag = "--" + k.replace("_", "-")
-        if v is True:
-            out.append(flag)
-        elif v is False:
-            out.append("--no-" + k.replace("_", "-"))
-        elif isinstance(v, (dict, list)):
-            out += [flag, json.dumps(v)]
-        else:
-            out += [flag, str(v)]
-    return out
+    """AsyncEngineArgs keyword arguments as vLLM CLI flags (its booleans take ``--no-``)."""
+    return cli_flags(args, negatable=True)
 
 
 def _installed_version() -> str | None:
