@@ -202,14 +202,6 @@ class _Tally:
         self.cache_hits += res.cache_hits
         self.tokens += res.output_tokens
 
-    def add(self, records: list[Record]) -> None:
-        for r in records:
-            self.answered += 1
-            if r.meta.get("cache_hit"):
-                self.cache_hits += 1
-            elif r.output is not None and r.output.usage is not None:
-                self.tokens += r.output.usage.completion_tokens
-
 
 def run_suite(
     suite: SuiteConfig,
@@ -267,7 +259,7 @@ def run_suite(
 
 def _execute(plan: RunPlan, controller: Any, timings: dict[str, float], show_progress: bool | None) -> tuple[list[Any], _Tally]:
     """Pool up, then every Record not yet in the checkpoint streams through the client actors into it."""
-    from pool import EvalClient, decode_records
+    from pool import ChunkResult, EvalClient, decode_records
 
     suite, run_dir, specs = plan.suite, plan.run_dir, plan.specs
     t0 = time.monotonic()
@@ -324,7 +316,7 @@ def _execute(plan: RunPlan, controller: Any, timings: dict[str, float], show_pro
     finally:
         ckpt.close()
     for res in fw_results:  # framework tasks count too
-        tally.add(res.records)
+        tally.add_counts(ChunkResult.of(res.records))
     timings["inference_s"] = time.monotonic() - t0
     return fw_results, tally
 

@@ -107,15 +107,7 @@ class EvalClient:
     async def run_lines(self, payload: bytes) -> ChunkResult:
         """``run`` with Records as JSON lines both ways (the runner's path: no pickled pydantic objects)."""
         out = await self.run(decode_records(payload))
-        counts: dict[tuple[str, str], int] = {}
-        tokens = hits = 0
-        for r in out:
-            counts[(r.model, r.benchmark)] = counts.get((r.model, r.benchmark), 0) + 1
-            if r.meta.get("cache_hit"):
-                hits += 1
-            elif r.output is not None and r.output.usage is not None:
-                tokens += r.output.usage.completion_tokens
-        return ChunkResult(lines=encode_records(out), counts=counts, output_tokens=tokens, cache_hits=hits)
+        return ChunkResult.of(out, lines=encode_records(out))
 
     def ready(self) -> bool:
         """Answers once the actor is up (the runner times inference from there)."""

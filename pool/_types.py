@@ -108,6 +108,19 @@ class ChunkResult:
     def __len__(self) -> int:
         return sum(self.counts.values())
 
+    @classmethod
+    def of(cls, records: list[Record], *, lines: bytes = b"") -> ChunkResult:
+        """The counts of ``records`` (with their JSON lines when they travel; empty when only counted)."""
+        counts: dict[tuple[str, str], int] = {}
+        tokens = hits = 0
+        for r in records:
+            counts[(r.model, r.benchmark)] = counts.get((r.model, r.benchmark), 0) + 1
+            if r.meta.get("cache_hit"):
+                hits += 1
+            elif r.output is not None and r.output.usage is not None:
+                tokens += r.output.usage.completion_tokens
+        return cls(lines=lines, counts=counts, output_tokens=tokens, cache_hits=hits)
+
 
 def encode_records(records: list[Record]) -> bytes:
     """Records as JSON lines: several times cheaper to send between processes than pickled pydantic objects."""
