@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import ray
-from cluster_testlib import PidTracker, kill_pids, require_engine, teardown_pool, tiny_model, wait_until
+from cluster_testlib import PATIENT_GCS, PidTracker, kill_pids, require_engine, teardown_pool, tiny_model, wait_until
 from ray.cluster_utils import Cluster
 
 from cluster import GPU_MEMORY_RESOURCE, inventory
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def gpu_cluster() -> Iterator[dict[str, Any]]:
     require_engine()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": PATIENT_GCS})
     tracker = PidTracker()
     try:
         a100 = cluster.add_node(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import ray
-from cluster_testlib import PidTracker, kill_pids, require_engine, teardown_pool, tiny_model, wait_until
+from cluster_testlib import PATIENT_GCS, PidTracker, kill_pids, require_engine, teardown_pool, tiny_model, wait_until
 from pool_load import Pump
 from ray.cluster_utils import Cluster
 
@@ -28,7 +28,9 @@ SLOT = "elastic_slot"
 @pytest.fixture
 def elastic_cluster() -> Iterator[dict[str, Any]]:
     require_engine()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "resources": {SLOT: 1}})
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 2, "resources": {SLOT: 1}, "_system_config": PATIENT_GCS}
+    )
     tracker = PidTracker()
     try:
         ray.init(address=cluster.address, namespace="omnieval", log_to_driver=False, logging_level="WARNING")
