@@ -97,8 +97,14 @@ class ManagedServer:
         return f"http://{host}:{self.port}"
 
     def command(self) -> list[str]:
-        fill = {"host": "0.0.0.0" if self.bind_all else "127.0.0.1", "port": str(self.port), "api_key": self.api_key or ""}
-        return [part.format(**fill) if "{" in part else part for part in self.cmd_template]
+        fill = {
+            "host": "0.0.0.0" if self.bind_all else "127.0.0.1",
+            "port": str(self.port),
+            "api_key": self.api_key or "",
+        }
+        # whole-token placeholders only: an argument may itself be JSON (``--limit-mm-per-prompt {"image": 8}``)
+        return [fill[part[1:-1]] if part[1:-1] in fill and part[0] + part[-1] == "{}" else part
+                for part in self.cmd_template]  # fmt: skip
 
     def launch(self, api_key_flag: str | None = "--api-key") -> None:
         self.port = free_port()
@@ -208,7 +214,9 @@ class ServerEngine(OpenAIEngine):
         return None
 
     async def start(self) -> None:
-        self._server = ManagedServer(f"{self.name}-{self._stats.replica_id}", self.server_command(), env=self.server_env())
+        self._server = ManagedServer(
+            f"{self.name}-{self._stats.replica_id}", self.server_command(), env=self.server_env()
+        )
         self._server.launch()
         self.base_url = self._server.local_url + "/v1"
         self._api_key = self._server.api_key or ""
