@@ -107,6 +107,14 @@ class ModelConfig(_Config):
     """Resources per replica."""
     engine_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Pass-through engine options (llamacpp: parallel, ctx_size, threads; vllm: AsyncEngineArgs fields)."""
+    modalities: list[Literal["text", "image", "video", "audio"]] | None = None
+    """Inputs the model accepts. None: what its engine declares for these weights (the checkpoint's config.json, a
+    llama.cpp mmproj); set it for an external server or an architecture omnieval does not know. Checked against
+    every benchmark's content before anything is deployed."""
+    video_input: Literal["native", "frames"] | None = None
+    """How clips reach the model: ``native`` sends the file and the engine samples it (Qwen2-VL, LLaVA-OneVision);
+    ``frames`` sends ``num_frames`` images picked here by the Record's ``sampling_strategy`` (image-only models).
+    None: native where the model takes video; video to any other model fails at preflight."""
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:

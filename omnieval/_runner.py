@@ -13,7 +13,7 @@ import secrets
 import socket
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
@@ -34,6 +34,7 @@ from omnieval._artifacts import (
     write_manifest,
 )
 from omnieval._config import SuiteConfig
+from omnieval._modalities import check_modalities, record_modalities
 from omnieval._progress import RunProgress
 from omnieval._provenance import cluster_hostnames, git_commit, package_versions
 from omnieval._schema import Record
@@ -151,6 +152,8 @@ class RunPlan:
     """Samples per (model, benchmark) already in the checkpoint (a resumed run)."""
     done_keys: set[tuple[str, str, int]]
     """Their keys."""
+    video_inputs: dict[str, str] = field(default_factory=dict)
+    """Per model, how clips reach it (``native`` / ``frames``); models sent no video are absent."""
 
 
 def plan_run(
@@ -166,8 +169,11 @@ def plan_run(
     preflight(suite)
     specs = builtin_specs(suite)
     totals: dict[tuple[str, str], int] = {}
+    seen: dict[tuple[str, str], set[str]] = {}
     for r in iter_records(suite, specs):  # validates every sample in O(1) memory; the run builds them again lazily
         totals[(r.model, r.benchmark)] = totals.get((r.model, r.benchmark), 0) + 1
+        seen.setdefault((r.model, r.benchmark), set()).update(record_modalities(r))
+    video_inputs = check_modalities(suite, seen)
     if resume_dir is not None:
         run_id, created, config_path = old.run_id, old.created, old.config_path
     else:
@@ -186,7 +192,7 @@ def plan_run(
         done_keys.add(r.key)
         done[(r.model, r.benchmark)] = done.get((r.model, r.benchmark), 0) + 1
     return RunPlan(suite=suite, specs=specs, totals=totals, run_dir=run_dir, manifest=manifest, done=done,
-                   done_keys=done_keys)  # fmt: skip
+                   done_keys=done_keys, video_inputs=video_inputs)  # fmt: skip
 
 
 @dataclass
@@ -257,7 +263,9 @@ def run_suite(
     return RunResult(run_dir=run_dir, manifest=manifest)
 
 
-def _execute(plan: RunPlan, controller: Any, timings: dict[str, float], show_progress: bool | None) -> tuple[list[Any], _Tally]:
+def _execute(
+    plan: RunPlan, controller: Any, timings: dict[str, float], show_progress: bool | None
+) -> tuple[list[Any], _Tally]:
     """Pool up, then every Record not yet in the checkpoint streams through the client actors into it."""
     from pool import ChunkResult, EvalClient, decode_records
 
@@ -281,7 +289,8 @@ def _execute(plan: RunPlan, controller: Any, timings: dict[str, float], show_pro
 
         cache_path = suite.cache.path or str(default_cache_path())
     pool_cfg = suite.pool.model_dump(mode="json")
-    clients = [EvalClient.remote(controller, pool_cfg, suite.seed, i, cache_path) for i in range(suite.pool.clients)]
+    clients = [EvalClient.remote(controller, pool_cfg, suite.seed, i, cache_path, plan.video_inputs)
+               for i in range(suite.pool.clients)]  # fmt: skip
     t0 = time.monotonic()
     ray.get([c.ready.remote() for c in clients])
     timings["clients_up_s"] = time.monotonic() - t0
@@ -403,7 +412,9 @@ def _start_frameworks(
         for m in suite.models:
             if (b.models is not None and m.name not in b.models) or _fw_file(run_dir, b.key, m.name).exists():
                 continue
-            actor = FrameworkClient.options(runtime_env=runtime_env or None).remote(controller, pool_cfg, suite.seed, cache_path)
+            actor = FrameworkClient.options(runtime_env=runtime_env or None).remote(
+                controller, pool_cfg, suite.seed, cache_path
+            )
             gen = {**suite.generation.model_dump(), **b.generation}
             opts = dict(b.options)
             if isinstance(opts.get("data_files"), dict):  # actors may run elsewhere: ship absolute paths
@@ -477,7 +488,9 @@ def _model_provenance(suite: SuiteConfig, replicas: list[Any]) -> list[ModelProv
     return out
 
 
-def _bench_provenance(suite: SuiteConfig, spec: BenchmarkSpec, totals: dict[tuple[str, str], int]) -> BenchmarkProvenance:
+def _bench_provenance(
+    suite: SuiteConfig, spec: BenchmarkSpec, totals: dict[tuple[str, str], int]
+) -> BenchmarkProvenance:
     cfg = _cfg(suite, spec.name)
     gen = suite.generation.model_copy(update={**spec.generation, **cfg.generation})
     return BenchmarkProvenance(

@@ -107,7 +107,9 @@ class Output(_Strict):
     """Pool replica that produced the output."""
 
 
-ErrorKind = Literal["request_failed", "replica_dead", "timeout", "bad_output", "postprocess", "metric", "judge"]
+ErrorKind = Literal[
+    "request_failed", "replica_dead", "timeout", "bad_input", "bad_output", "postprocess", "metric", "judge"
+]
 
 
 class RecordError(_Strict):

@@ -10,8 +10,10 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, ClassVar
 
+from serving._features import TEXT, EngineFeatures
 from serving._types import Endpoint, EngineStats, GenerationRequest, GenerationResult
 
 
@@ -24,6 +26,12 @@ class Engine(ABC):
     def __init__(self, *, replica_id: str, model: str) -> None:
         self._stats = EngineStats(replica_id=replica_id, engine=self.name, model=model)
         self._busy_since: float | None = None
+
+    @classmethod
+    def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
+        """The modalities this engine takes for these weights, decided without starting it (the runner's
+        preflight): override where an engine can do more than text."""
+        return TEXT
 
     @abstractmethod
     async def start(self) -> None:

@@ -13,8 +13,10 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
+from serving._features import ALL, EngineFeatures
 from serving._managed import ServerEngine
 
 INSTANT_TEXT = "[INSTANT SERVER OUTPUT: no model was run]"
@@ -112,6 +114,12 @@ class InstantEngine(ServerEngine):
     """INSTANT (no model): a replica that owns an instant server process, for line-rate benchmarks only."""
 
     name: ClassVar[str] = "instant"
+
+    @classmethod
+    def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
+        """No model behind it: every modality is answered (line-rate studies)."""
+        return ALL
+
     def __init__(self, *, replica_id: str, model: str, model_path: str | None = None, **kwargs: Any) -> None:
         super().__init__(replica_id=replica_id, model=model, **kwargs)
         self.startup_timeout_s = 60.0

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from omnieval.errors import OmnievalUserError
+from serving._features import EngineFeatures, mmproj_features
 from serving._llamacpp_bin import find_llama_server
 from serving._managed import ServerEngine, free_port, parse_prometheus
 from serving._types import EngineStats
@@ -23,6 +24,7 @@ _DEFAULTS: dict[str, Any] = {
     "startup_timeout_s": 180.0,
     "timeout_s": 300.0,
     "extra_args": [],
+    "mmproj": None,  # multimodal projector GGUF (llama.cpp mtmd): images and/or audio, per its clip.has_* keys
 }
 
 
@@ -37,12 +39,21 @@ class LlamaCppEngine(ServerEngine):
 
     name: ClassVar[str] = "llamacpp"
 
+    @classmethod
+    def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
+        """Text, plus what the ``mmproj`` projector encodes (llama.cpp's mtmd: images and/or audio)."""
+        return mmproj_features(kwargs.get("mmproj"))
+
     def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
         unknown = set(kwargs) - set(_DEFAULTS)
         if unknown:
-            raise OmnievalUserError(f"engine 'llamacpp': unknown engine_kwargs {sorted(unknown)}; allowed: {sorted(_DEFAULTS)}")
+            raise OmnievalUserError(
+                f"engine 'llamacpp': unknown engine_kwargs {sorted(unknown)}; allowed: {sorted(_DEFAULTS)}"
+            )
         opts = {**_DEFAULTS, **kwargs}
-        super().__init__(replica_id=replica_id, model=model, slots=int(opts["parallel"]), timeout_s=float(opts["timeout_s"]))
+        super().__init__(
+            replica_id=replica_id, model=model, slots=int(opts["parallel"]), timeout_s=float(opts["timeout_s"])
+        )
         self.model_path = Path(model_path)
         self.opts = opts
         self.startup_timeout_s = float(opts["startup_timeout_s"])
@@ -81,6 +92,7 @@ class LlamaCppEngine(ServerEngine):
             str(self._binary), "-m", str(self.model_path), "--host", "{host}", "--port", "{port}",
             "-t", str(self._threads()), "-c", str(n * int(self.opts["ctx_per_slot"])), "--parallel", str(n),
             "-b", str(self.opts["batch_size"]), "-fa", str(self.opts["flash_attn"]), "--no-webui", "--metrics",
+            *(["--mmproj", str(self.opts["mmproj"])] if self.opts["mmproj"] else []),
             *map(str, self.opts["extra_args"]),
         ]  # fmt: skip
 

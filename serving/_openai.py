@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 
 from omnieval.errors import ReplicaDead, RequestFailed
 from serving._engine import Engine, pop_known
+from serving._features import ALL, EngineFeatures
 from serving._types import Endpoint, GenerationRequest, GenerationResult
 
 _DEFAULTS: dict[str, Any] = {"timeout_s": 300.0, "slots": 8, "max_connections": 256}
@@ -72,6 +74,12 @@ class OpenAIEngine(Engine):
     """Talks ``/v1/chat/completions``; the server does the batching, we only keep many requests in flight."""
 
     name: ClassVar[str] = "openai"
+
+    @classmethod
+    def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
+        """An external server says nothing of its model's inputs: trusted with every modality unless the suite
+        narrows ``models[].modalities`` (engines that run their own server override this)."""
+        return EngineFeatures(ALL.modalities, True, "an external server (set models[].modalities to check it)")
 
     def __init__(
         self,

@@ -13,10 +13,12 @@ import asyncio
 import importlib.metadata
 import importlib.util
 import sys
+from pathlib import Path
 from typing import Any, ClassVar
 
 from omnieval.errors import MissingDependencyError, OmnievalUserError
 from serving._engine import engine_kwargs_error
+from serving._features import EngineFeatures, hf_features
 from serving._managed import ServerEngine, cli_flags
 from serving._vllm import has_cuda_device
 
@@ -67,6 +69,11 @@ class SGLangEngine(ServerEngine):
     """SGLang's scheduler batches everything in flight (continuous batching with RadixAttention prefix reuse)."""
 
     name: ClassVar[str] = "sglang"
+
+    @classmethod
+    def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
+        """From the checkpoint's config.json, as for vLLM."""
+        return hf_features(model_path)
 
     def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
         args, own = split_kwargs(kwargs)

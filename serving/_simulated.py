@@ -17,9 +17,11 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 from serving._engine import Engine, pop_known
+from serving._features import ALL, EngineFeatures
 from serving._types import GenerationRequest, GenerationResult
 
 SIMULATED_TEXT = "[SIMULATED ENGINE OUTPUT: no model was run]"
@@ -162,6 +164,11 @@ class SimulatedEngine(Engine):
     """
 
     name: ClassVar[str] = "simulated"
+
+    @classmethod
+    def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
+        """No model behind it: every modality is answered (scale studies)."""
+        return ALL
 
     def __init__(self, *, replica_id: str, model: str, model_path: str | None = None, **kwargs: Any) -> None:
         super().__init__(replica_id=replica_id, model=model)

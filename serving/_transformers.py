@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from omnieval._schema import GenerationOptions
 from omnieval.errors import MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
 from serving._engine import Engine, pop_known
+from serving._features import EngineFeatures, hf_features
 from serving._text import chat_token_ids, cut_at_stop
 from serving._types import EngineStats, GenerationRequest, GenerationResult
 
@@ -73,6 +74,11 @@ class TransformersEngine(Engine):
     """In-process Hugging Face model; loads a GGUF (de-quantized via ``gguf_file``) or an HF checkpoint dir/repo."""
 
     name: ClassVar[str] = "transformers"
+
+    @classmethod
+    def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
+        """From the checkpoint's config.json: the model's own processor and chat template take its media."""
+        return hf_features(model_path)
 
     def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
         super().__init__(replica_id=replica_id, model=model)

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from omnieval.errors import MissingDependencyError, OmnievalUserError
 from serving._engine import engine_kwargs_error
+from serving._features import EngineFeatures, hf_features
 from serving._managed import ServerEngine, cli_flags
 from serving._types import EngineStats
 
@@ -140,9 +141,16 @@ class VLLMEngine(ServerEngine):
 
     name: ClassVar[str] = "vllm"
 
+    @classmethod
+    def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
+        """From the checkpoint's config.json: vLLM's multimodal path serves what the architecture declares."""
+        return hf_features(model_path)
+
     def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
         args, own = split_kwargs(kwargs)
-        super().__init__(replica_id=replica_id, model=model, slots=int(args.get("max_num_seqs") or 256), timeout_s=600.0)
+        super().__init__(
+            replica_id=replica_id, model=model, slots=int(args.get("max_num_seqs") or 256), timeout_s=600.0
+        )
         self.args, self.own = args, own
         self.model_path = model_path
         self.startup_timeout_s = 900.0  # CPU engine-core start: 30 s-4 min; a GPU's CUDA graphs take minutes too

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from omnieval.errors import MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
 from serving._engine import Engine, pop_known
+from serving._features import EngineFeatures
 from serving._types import GenerationRequest, GenerationResult
 
 _DEFAULTS: dict[str, Any] = {
@@ -68,6 +69,11 @@ class FasterWhisperEngine(Engine):
     """One ``WhisperModel`` per replica; a request's clips are transcribed in order and joined with a space."""
 
     name: ClassVar[str] = "whisper"
+
+    @classmethod
+    def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
+        """Speech recognition: the audio part is the input; text parts (instructions) are ignored."""
+        return EngineFeatures(frozenset({"audio", "text"}), False, "whisper ASR")
 
     def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
         super().__init__(replica_id=replica_id, model=model)
