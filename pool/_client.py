@@ -11,7 +11,7 @@ import ray
 from omnieval._cache import ResponseCache, cache_key
 from omnieval._config import PoolConfig
 from omnieval._schema import Output, Record, RecordError, TextOutput, Usage
-from omnieval.errors import RequestFailed, clip
+from omnieval.errors import OmnievalUserError, RequestFailed, clip
 from pool._dispatch import Dispatcher
 from pool._types import ChunkResult, decode_records, encode_records
 from schedulers import RoutingRequest
@@ -33,14 +33,17 @@ class EvalClient:
     """Async actor; concurrent ``run`` calls share one dispatcher per model, so caps hold across chunks."""
 
     def __init__(
-        self, controller: Any, pool_cfg: dict[str, Any], seed: int = 0, client_id: int = 0, cache_path: str | None = None
-    ) -> None:
+        self, controller: Any, pool_cfg: dict[str, Any], seed: int = 0, client_id: int = 0,
+        cache_path: str | None = None, video_inputs: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
         self.controller = controller
         self.cfg = PoolConfig.model_validate(pool_cfg)
         self.cache = ResponseCache(cache_path) if cache_path else None
         self.cache_hits = 0
         self.seed = seed * 1000 + client_id
         self.client_id = client_id
+        self.video_inputs = video_inputs or {}
+        """Per model: ``frames`` sends clips as sampled images (the runner's preflight decided)."""
         self._dispatchers: dict[str, Dispatcher] = {}
         self._actor_id = ray.get_runtime_context().get_actor_id() or f"client-{client_id}"
 
@@ -52,11 +55,17 @@ class EvalClient:
 
     async def _one(self, rec: Record) -> Record:
         d = self._dispatcher(rec.model)
-        messages = to_openai(rec.messages)
+        try:
+            messages = to_openai(rec.messages, video_input=self.video_inputs.get(rec.model, "native"))  # type: ignore[arg-type]
+        except (OmnievalUserError, OSError) as e:  # a missing or undecodable media file fails this sample only
+            rec.error = RecordError(kind="bad_input", message=clip(str(e)), attempts=0)
+            return rec
         req = GenerationRequest(
             request_id=f"{rec.model}/{rec.benchmark}/{rec.index}", messages=messages, options=rec.generation_options
         )
-        routing = RoutingRequest(model=rec.model, prompt_text=prompt_text(messages), est_tokens=rec.generation_options.max_tokens)
+        routing = RoutingRequest(
+            model=rec.model, prompt_text=prompt_text(messages), est_tokens=rec.generation_options.max_tokens
+        )
         t0 = time.monotonic()
         key = None
         if self.cache is not None:
@@ -73,7 +82,9 @@ class EvalClient:
             res, attempts, t0 = await d.submit(req, routing)
         except Exception as e:  # noqa: BLE001 - any exhausted failure is recorded on the sample, never dropped
             cause = getattr(e, "cause", None) or e
-            rec.error = RecordError(kind=_error_kind(cause), message=clip(str(cause)), attempts=self.cfg.max_retries + 1)  # type: ignore[arg-type]
+            rec.error = RecordError(
+                kind=_error_kind(cause), message=clip(str(cause)), attempts=self.cfg.max_retries + 1
+            )  # type: ignore[arg-type]
             rec.latency = time.monotonic() - t0
             return rec
         if key is not None and self.cache is not None:

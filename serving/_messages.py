@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from omnieval._schema import AudioContent, ImageContent, Message, TextContent, VideoContent
+from serving._media import DEFAULT_NUM_FRAMES, VideoInput, resampled_wav, video_frames
 
 
 def _data_uri(value: str, default_mime: str) -> str:
@@ -18,8 +19,11 @@ def _data_uri(value: str, default_mime: str) -> str:
     return f"data:{mime};base64,{base64.b64encode(p.read_bytes()).decode()}"
 
 
-def to_openai(messages: list[Message]) -> list[dict[str, Any]]:
-    """Text-only messages stay plain strings (every server takes those); media use typed parts."""
+def to_openai(messages: list[Message], *, video_input: VideoInput = "native") -> list[dict[str, Any]]:
+    """Text-only messages stay plain strings (every server takes those); media use typed parts.
+
+    ``video_input="frames"`` sends a clip as ``num_frames`` image parts sampled by its ``sampling_strategy`` (for
+    image-only models); audio with a ``sampling_rate`` is resampled to it, otherwise sent as the file is."""
     out: list[dict[str, Any]] = []
     for m in messages:
         if all(isinstance(c, TextContent) for c in m.content):
@@ -32,13 +36,25 @@ def to_openai(messages: list[Message]) -> list[dict[str, Any]]:
             elif isinstance(c, ImageContent):
                 parts.append({"type": "image_url", "image_url": {"url": _data_uri(c.value, "image/png")}})
             elif isinstance(c, AudioContent):
-                fmt = Path(c.value).suffix.lstrip(".") or "wav"
-                data = c.value if c.value.startswith("data:") else base64.b64encode(Path(c.value).read_bytes()).decode()
+                if c.sampling_rate and not c.value.startswith("data:"):
+                    data, fmt = resampled_wav(c.value, c.sampling_rate), "wav"
+                else:
+                    fmt = Path(c.value).suffix.lstrip(".") or "wav"
+                    data = (
+                        c.value
+                        if c.value.startswith("data:")
+                        else base64.b64encode(Path(c.value).read_bytes()).decode()
+                    )
                 parts.append({"type": "input_audio", "input_audio": {"data": data, "format": fmt}})
+            elif isinstance(c, VideoContent) and video_input == "frames":
+                n = c.num_frames or DEFAULT_NUM_FRAMES
+                for uri in video_frames(c.value, n, c.sampling_strategy, c.fps):
+                    parts.append({"type": "image_url", "image_url": {"url": uri}})
             elif isinstance(c, VideoContent):
                 video: dict[str, Any] = {"url": _data_uri(c.value, "video/mp4")}
-                if c.num_frames:
-                    video["num_frames"] = c.num_frames
+                for k in ("num_frames", "sampling_strategy", "fps"):
+                    if getattr(c, k) is not None:
+                        video[k] = getattr(c, k)
                 parts.append({"type": "video_url", "video_url": video})
         out.append({"role": m.role, "content": parts})
     return out
