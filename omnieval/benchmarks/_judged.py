@@ -4,15 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnieval._schema import GenerationOptions, Record, TextContent
+from omnieval._schema import Content, GenerationOptions, Record, TextContent
 from omnieval.benchmarks._spec import BenchmarkSpec
+
+
+def _text_only_content(content: list[Content]) -> list[Content]:
+    """Text entries kept; a message left with none says what was withheld, so no user turn reaches a model empty
+    (a proactive turn whose only input is its clip)."""
+    text = [c for c in content if isinstance(c, TextContent)]
+    if text or not content:
+        return text
+    kinds = sorted({c.type for c in content})
+    return [TextContent(value=f"[{' and '.join(kinds)} withheld: text-only condition]")]
 
 
 def _text_only(records: list[Record]) -> list[Record]:
     """Drop media entries: a diagnostic condition for text-only models (not one of the papers' conditions)."""
     out = []
     for r in records:
-        msgs = [m.model_copy(update={"content": [c for c in m.content if isinstance(c, TextContent)]}) for m in r.messages]
+        msgs = [m.model_copy(update={"content": _text_only_content(m.content)}) for m in r.messages]
         out.append(r.model_copy(update={"messages": msgs, "meta": {**r.meta, "condition": "text_only"}}))
     return out
 
@@ -36,6 +46,8 @@ def omniassist(
 ) -> list[Record]:  # fmt: skip
     from omnieval.benchmarks.omniassist import load_records
 
+    if text_only:  # the spoken query goes in as its transcript, so no turn reaches the model empty
+        kw["query_as_text"] = True
     recs = load_records(
         spec.data_path, model=model, benchmark=spec.name, mode=mode, condition=condition,  # type: ignore[arg-type]
         generation=generation, limit=limit, **kw,

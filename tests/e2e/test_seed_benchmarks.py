@@ -20,6 +20,10 @@ def test_seed_benchmarks_run_and_every_turn_is_scored_or_errored(tmp_path: Path)
     assert {r.benchmark for r in records} == {"egomem_original", "egomem_with_noise", "omniassist"}
     for r in records:
         assert r.prediction is not None, r.error
+        # the labelled text-only condition: no media, and no user turn reaches the model empty
+        assert all(c.type == "text" for m in r.messages for c in m.content)
+        assert all(m.text_value().strip() for m in r.messages if m.role == "user"), r.key
+        assert r.benchmark != "omniassist" or r.meta["condition"] == "text_only"
         if r.error is not None:
             assert r.error.kind == "judge" and not r.metrics  # never a score from an unparsable verdict
         elif r.benchmark == "omniassist":

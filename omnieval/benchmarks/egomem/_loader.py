@@ -112,11 +112,15 @@ def load_records(
     benchmark: str | None = None,
     memory: Memory = "profile",
     user_input: UserInput = "audio",
+    sampling_rate: int | None = 16000,
     cache_dir: Path | None = None,
     generation: GenerationOptions | None = None,
     limit: int | None = None,
 ) -> list[Record]:
-    """One Record per turn of ``split`` (``original`` or ``with_noise``); ``limit`` counts sessions."""
+    """One Record per turn of ``split`` (``original`` or ``with_noise``); ``limit`` counts sessions.
+
+    ``sampling_rate``: the rate audio reaches the model at (the 8 kHz turns are resampled: Whisper-family audio
+    encoders take 16 kHz); None keeps the dataset's own rate."""
     data_dir = Path(data_dir)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir(data_dir, split)
     bench = benchmark or f"egomem_{split}"
@@ -136,7 +140,7 @@ def load_records(
                 segment = user_wav[turn.user_stamp : turn.bot_stamp]
                 if not wav.exists() or wav.stat().st_size != 44 + 2 * len(segment):
                     write_wav(wav, segment, sr)
-                user_msg = Message(role="user", content=_user_content(turn, wav, sr, user_input))
+                user_msg = Message(role="user", content=_user_content(turn, wav, sampling_rate or sr, user_input))
                 records.append(
                     Record(
                         benchmark=bench,

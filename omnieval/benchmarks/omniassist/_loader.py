@@ -66,9 +66,11 @@ def read_interactions(data_dir: Path) -> list[Interaction]:
 
 class _Builder:
     def __init__(
-        self, data_dir: Path, condition: Condition, query_as_text: bool, num_frames: int | None, fps: float | None
-    ):
+        self, data_dir: Path, condition: Condition, query_as_text: bool, num_frames: int | None, fps: float | None,
+        sampling_rate: int | None = None,
+    ):  # fmt: skip
         self.dir, self.condition, self.query_as_text = data_dir, condition, query_as_text
+        self.sampling_rate = sampling_rate
         strategy = "fps" if fps else ("uniform" if num_frames else None)
         self.video_opts = {"num_frames": num_frames, "fps": fps, "sampling_strategy": strategy}
 
@@ -95,7 +97,7 @@ class _Builder:
         if self.condition != "audio_only":
             out.append(VideoContent(value=self._path(t.video), **self.video_opts))
         if self.condition != "visual_only" and t.audio:
-            out.append(AudioContent(value=self._path(t.audio)))
+            out.append(AudioContent(value=self._path(t.audio), sampling_rate=self.sampling_rate))
         spoken_as_text = t.query_source == "speech" and (self.condition == "visual_only" or self.query_as_text)
         if t.query and (t.query_source == "text" or spoken_as_text):
             out.append(TextContent(value=f"User: {t.query}"))
@@ -115,11 +117,15 @@ def load_records(
     query_as_text: bool = False,
     num_frames: int | None = None,
     fps: float | None = None,
+    sampling_rate: int | None = 16000,
     sub_tasks: list[str] | None = None,
     generation: GenerationOptions | None = None,
     limit: int | None = None,
 ) -> list[Record]:
-    """One Record per turn; ``limit`` counts interactions; ``sub_tasks`` keeps only those abbreviations."""
+    """One Record per turn; ``limit`` counts interactions; ``sub_tasks`` keeps only those abbreviations.
+
+    ``sampling_rate``: the rate audio reaches the model at (the 8 kHz clips are resampled: Whisper-family audio
+    encoders take 16 kHz); None sends the files as they are."""
     if split not in SPLITS:
         raise ValueError(f"OmniAssistBench has split(s) {SPLITS}, not {split!r}")
     if mode not in ("common", "teacher_forcing") or condition not in ("original", "visual_only", "audio_only"):
@@ -128,7 +134,7 @@ def load_records(
     interactions = [it for it in read_interactions(data_dir) if sub_tasks is None or it.sub_task in sub_tasks]
     if limit is not None:
         interactions = interactions[:limit]
-    build = _Builder(data_dir, condition, query_as_text, num_frames, fps)
+    build = _Builder(data_dir, condition, query_as_text, num_frames, fps, sampling_rate)
     gen = generation or GenerationOptions()
     records: list[Record] = []
     for it in interactions:
