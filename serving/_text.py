@@ -21,6 +21,35 @@ def text_messages(messages: list[dict[str, Any]], engine: str) -> list[dict[str,
     return out
 
 
+def has_media(messages: list[dict[str, Any]]) -> bool:
+    return any(isinstance(m.get("content"), list) and any(p.get("type") != "text" for p in m["content"])
+               for m in messages)  # fmt: skip
+
+
+def hf_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI chat messages as transformers processors take them: ``image_url`` parts become ``{"type": "image",
+    "url": ...}`` (``load_image`` reads URLs, paths and data URIs); the processor's template places the tokens."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        c = m.get("content")
+        if isinstance(c, str):
+            out.append({"role": m["role"], "content": [{"type": "text", "text": c}]})
+            continue
+        parts: list[dict[str, Any]] = []
+        for p in c or []:
+            if p.get("type") == "text":
+                parts.append({"type": "text", "text": p.get("text", "")})
+            elif p.get("type") == "image_url":
+                parts.append({"type": "image", "url": p["image_url"]["url"]})
+            else:
+                raise RequestFailed(
+                    f"engine 'transformers' takes text and images; a {p.get('type')!r} part needs vLLM or SGLang "
+                    "(video: set video_input: frames)"
+                )
+        out.append({"role": m["role"], "content": parts})
+    return out
+
+
 def chat_token_ids(tokenizer: Any, messages: list[dict[str, Any]], engine: str) -> list[int]:
     """Token ids of the chat-templated prompt; tokenizing in the template avoids a doubled BOS."""
     msgs = text_messages(messages, engine)

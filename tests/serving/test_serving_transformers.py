@@ -74,3 +74,57 @@ def test_transformers_greedy_and_batched(smollm_gguf: Path, timing) -> None:
         assert not await eng.check_health()
 
     asyncio.run(main())
+
+
+@pytest.mark.timeout(1200)
+def test_transformers_takes_images_and_frames_through_its_processor(plumbing_models: dict[str, Path], timing) -> None:
+    """The plumbing VLM (Idefics3 shape, untrained tower): the image processor's tiles and the chat template's
+    image tokens reach generate, so the prompt grows with the image's extent and the number of frames."""
+    from omnieval._schema import ImageContent, Message, TextContent, VideoContent
+    from serving._messages import to_openai
+
+    clip = Path(__file__).resolve().parents[2] / "omnieval/benchmarks/data/omniassist_sample/media/II_000/t0.mp4"
+
+    def png(w: int, h: int) -> str:
+        import base64
+        import io
+
+        from PIL import Image
+
+        buf = io.BytesIO()
+        Image.new("RGB", (w, h), (30, 120, 200)).save(buf, format="PNG")
+        return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+    def req(i: int, content: list) -> GenerationRequest:
+        msgs = to_openai([Message(role="user", content=content)], video_input="frames")
+        return GenerationRequest(request_id=f"mm-{i}", messages=msgs, options=GenerationOptions(max_tokens=8))
+
+    async def main() -> dict[str, int]:
+        eng = TransformersEngine(replica_id="tf-mm", model="plumbing-vlm", model_path=str(plumbing_models["image"]),
+                                 max_batch_size=4, batch_wait_ms=20)  # fmt: skip
+        await eng.start()
+        try:
+            q = TextContent(value="What colour is this?")
+            rs = await asyncio.gather(
+                eng.generate(req(0, [q])),
+                eng.generate(req(1, [ImageContent(value=png(512, 128)), q])),
+                eng.generate(req(2, [ImageContent(value=png(512, 512)), q])),
+                eng.generate(req(3, [VideoContent(value=str(clip), num_frames=2, sampling_strategy="uniform"), q])),
+                eng.generate(req(4, [VideoContent(value=str(clip), num_frames=4, sampling_strategy="uniform"), q])),
+            )
+            assert [r.request_id for r in rs] == [f"mm-{i}" for i in range(5)]
+            assert all(r.completion_tokens > 0 for r in rs)
+            assert "paris" in (await eng.generate(_mm_text(eng))).text.lower()  # the language model is real
+            return {k: r.prompt_tokens for k, r in zip(("text", "strip", "square", "f2", "f4"), rs, strict=True)}
+        finally:
+            await eng.shutdown()
+
+    n = asyncio.run(main())
+    timing("transformers plumbing VLM prompt tokens: text/512x128/512x512/2 frames/4 frames", str(list(n.values())))
+    assert n["text"] < n["strip"] < n["square"]
+    assert n["f4"] - n["text"] == 2 * (n["f2"] - n["text"]) > 0
+
+
+def _mm_text(eng: TransformersEngine) -> GenerationRequest:
+    return GenerationRequest(request_id="mm-text", messages=[{"role": "user", "content": "What is the capital of France?"}],
+                             options=GenerationOptions(max_tokens=12))  # fmt: skip

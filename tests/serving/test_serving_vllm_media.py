@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import subprocess
-import sys
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,21 +40,14 @@ SPEECH = REPO / "omnieval" / "benchmarks" / "data" / "speech"
 CLIP = REPO / "omnieval" / "benchmarks" / "data" / "omniassist_sample" / "media" / "II_000" / "t0.mp4"
 
 
-def _plumbing_dirs() -> dict[str, Path]:
-    out = subprocess.run([sys.executable, str(REPO / "scripts" / "make_plumbing_models.py"), "image", "audio"],
-                         capture_output=True, text=True, timeout=1200, check=True)  # fmt: skip
-    image, audio = (Path(p) for p in out.stdout.split())
-    return {"image": image, "audio": audio}
-
-
 @pytest.fixture(scope="module")
-def media_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def media_run(tmp_path_factory: pytest.TempPathFactory, plumbing_models: dict[str, Path]) -> Iterator[dict[str, Any]]:
     import ray
 
     from omnieval._runner import run_suite
     from pool import get_controller
 
-    dirs = _plumbing_dirs()
+    dirs = plumbing_models
     common = {"enforce_eager": True, "max_num_seqs": 8, "cpu_kvcache_space_gib": 1}
     suite = SuiteConfig.model_validate(
         {
