@@ -46,7 +46,8 @@ class Demand:
         """From a ``ResourceConfig`` dict; ``engine_kwargs.tensor_parallel_size`` (vLLM/SGLang style) counts too."""
         if isinstance(res, Demand):
             return res
-        tp = max(int(res.get("tensor_parallel_size") or 1), int((engine_kwargs or {}).get("tensor_parallel_size") or 1))
+        kw = engine_kwargs or {}
+        tp = max(int(res.get("tensor_parallel_size") or 1), int(kw.get("tensor_parallel_size") or kw.get("tp_size") or 1))
         gpus = float(res.get("num_gpus") or 0.0)
         if tp > 1 and gpus == 0:
             gpus = 1.0  # a tensor-parallel rank is a GPU
@@ -199,28 +200,20 @@ def consumed(res: dict[str, Any] | Demand, node: NodeInfo) -> dict[str, float]:
 def deployment_options(res: dict[str, Any] | Demand, node: NodeInfo) -> dict[str, Any]:
     """``Deployment.options(**...)`` placing one replica on ``node``.
 
-    Single-rank: actor resources + a node-id label selector. Tensor-parallel: a STRICT_PACK placement group of
-    ``tensor_parallel_size`` GPU bundles on that node; the replica actor runs in bundle 0 (Serve requires the actor's
-    resources to be a subset of it), the engine's workers use the rest.
+    One bundle, pinned to the node by a label selector, holds every GPU of the replica (all tensor-parallel ranks):
+    the replica actor runs no model itself, its engine's own server process does, and it inherits the
+    ``CUDA_VISIBLE_DEVICES`` Ray sets from that bundle, so a TP-N vLLM/SGLang server sees exactly its N GPUs and
+    starts its ranks itself (vLLM's ``mp`` executor, SGLang's workers). A placement group of one-GPU bundles would
+    suit engines whose ranks are Ray actors; a server subprocess cannot join one.
     """
     d = Demand.of(res)
     extra = {k: v for k, v in consumed(d, node).items() if k not in ("CPU", "GPU")}
-    actor: dict[str, Any] = {"num_cpus": d.num_cpus, "num_gpus": d.gpus_per_rank}
+    actor: dict[str, Any] = {"num_cpus": d.num_cpus, "num_gpus": d.total_gpus}
     if extra:
         actor["resources"] = extra
-    pin = {NODE_ID_LABEL: node.node_id}
-    if d.tensor_parallel_size <= 1:
-        if d.accelerator_type:
-            actor["accelerator_type"] = d.accelerator_type
-        return {"ray_actor_options": {**actor, "label_selector": pin}}
-    first = {k: v for k, v in {"CPU": d.num_cpus, "GPU": d.gpus_per_rank, **extra}.items() if v}
-    bundles = [first] + [{"GPU": d.gpus_per_rank} for _ in range(d.tensor_parallel_size - 1)]
-    return {
-        "ray_actor_options": actor,
-        "placement_group_bundles": bundles,
-        "placement_group_strategy": "STRICT_PACK",
-        "placement_group_bundle_label_selector": [pin],
-    }
+    if d.accelerator_type:
+        actor["accelerator_type"] = d.accelerator_type
+    return {"ray_actor_options": {**actor, "label_selector": {NODE_ID_LABEL: node.node_id}}}
 
 
 def place(

@@ -39,6 +39,8 @@ class Registry(Generic[T]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._targets: dict[str, str | T] = {}
+        self._resolved: dict[str, T] = {}
+        """Imported objects, cached apart so ``target`` keeps the ``"module:object"`` string a Ray worker resolves."""
         self._lock = threading.RLock()
 
     def register(self, name: str, target: str | T, *, replace: bool = False) -> None:
@@ -46,6 +48,7 @@ class Registry(Generic[T]):
             if name in self._targets and not replace and self._targets[name] != target:
                 raise ValueError(f"{self.kind} {name!r} is already registered to {self._targets[name]!r}")
             self._targets[name] = target
+            self._resolved.pop(name, None)
 
     def names(self) -> list[str]:
         with self._lock:
@@ -66,12 +69,15 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """Resolve ``name``, importing its target on first use."""
         target = self.target(name)
-        if isinstance(target, str):
-            obj: T = import_target(target)
-            with self._lock:
-                self._targets[name] = obj
-            return obj
-        return target
+        if not isinstance(target, str):
+            return target
+        with self._lock:
+            if name in self._resolved:
+                return self._resolved[name]
+        obj: T = import_target(target)
+        with self._lock:
+            self._resolved[name] = obj
+        return obj
 
     def suggestions(self, name: str) -> list[str]:
         return difflib.get_close_matches(name, self.names(), n=3, cutoff=0.5)

@@ -186,7 +186,7 @@ class PoolController:
             "engine": cfg["engine"],
             "engine_target": str(ENGINES.target(cfg["engine"])),
             "source": cfg["source"],
-            "engine_kwargs": cfg.get("engine_kwargs", {}),
+            "engine_kwargs": engine_kwargs_with_tp(cfg),
         }
         try:
             self._ensure_serve()
@@ -486,6 +486,23 @@ def merge_served(engine: EngineStats, served: EngineStats) -> EngineStats:
     out.peak_in_flight = max(engine.peak_in_flight, served.peak_in_flight)
     out.peak_clients = max(engine.peak_clients, served.peak_clients)
     return out
+
+
+def engine_kwargs_with_tp(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The model's engine_kwargs with its tensor-parallel degree under the engine's own key (the replica's bundle
+    holds that many GPUs; the engine must also be told to shard over them)."""
+    from cluster import Demand
+    from serving import ENGINES
+
+    kw = dict(cfg.get("engine_kwargs") or {})
+    tp = Demand.of(cfg.get("resources") or {}, kw).tensor_parallel_size
+    key = ENGINES.get(cfg["engine"]).tp_kwarg
+    if tp > 1 and key is not None:
+        if kw.get(key) not in (None, tp):
+            raise PlacementError(f"model {cfg.get('name')!r}: engine_kwargs.{key}={kw[key]} but resources ask for "
+                                 f"tensor_parallel_size {tp}; set one of them")  # fmt: skip
+        kw[key] = tp
+    return kw
 
 
 def get_controller(health_check_period_s: float = 5.0, create: bool = True, **options: Any) -> Any:

@@ -22,6 +22,9 @@ class Engine(ABC):
 
     name: ClassVar[str]
     slots: int = 1
+    tp_kwarg: ClassVar[str | None] = None
+    """The engine_kwargs key of its tensor-parallel degree (vLLM ``tensor_parallel_size``, SGLang ``tp_size``),
+    filled from ``resources.tensor_parallel_size``; None: the engine uses the GPUs it sees as they are."""
 
     def __init__(self, *, replica_id: str, model: str) -> None:
         self._stats = EngineStats(replica_id=replica_id, engine=self.name, model=model)

@@ -69,6 +69,7 @@ class SGLangEngine(ServerEngine):
     """SGLang's scheduler batches everything in flight (continuous batching with RadixAttention prefix reuse)."""
 
     name: ClassVar[str] = "sglang"
+    tp_kwarg: ClassVar[str | None] = "tp_size"
 
     @classmethod
     def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:

@@ -140,6 +140,7 @@ class VLLMEngine(ServerEngine):
     """Owns a ``vllm.entrypoints.openai.api_server`` process; vLLM's scheduler batches everything in flight."""
 
     name: ClassVar[str] = "vllm"
+    tp_kwarg: ClassVar[str | None] = "tensor_parallel_size"
 
     @classmethod
     def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
@@ -148,6 +149,10 @@ class VLLMEngine(ServerEngine):
 
     def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
         args, own = split_kwargs(kwargs)
+        if int(args.get("tensor_parallel_size") or 1) > 1 or int(args.get("pipeline_parallel_size") or 1) > 1:
+            # the server process's ranks are its own processes on the GPUs it sees (the replica's bundle); vLLM's
+            # Ray executor would look for a placement group the subprocess is not part of
+            args.setdefault("distributed_executor_backend", "mp")
         super().__init__(
             replica_id=replica_id, model=model, slots=int(args.get("max_num_seqs") or 256), timeout_s=600.0
         )

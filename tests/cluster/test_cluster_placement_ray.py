@@ -8,11 +8,21 @@ own runtime node id, reported by the engine) is what a real cluster would do.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import ray
-from cluster_testlib import PATIENT_GCS, PidTracker, kill_pids, require_engine, teardown_pool, tiny_model, wait_until
+from cluster_testlib import (
+    PATIENT_GCS,
+    PidTracker,
+    kill_pids,
+    replica_pids,
+    require_engine,
+    teardown_pool,
+    tiny_model,
+    wait_until,
+)
 from ray.cluster_utils import Cluster
 
 from cluster import GPU_MEMORY_RESOURCE, inventory
@@ -90,14 +100,17 @@ def test_memory_need_picks_the_node_whose_gpus_hold_it(gpu_cluster: dict[str, An
         _release(gpu_cluster, "needs-30g")
 
 
-def test_tensor_parallel_4_packs_on_the_4_gpu_node(gpu_cluster: dict[str, Any]) -> None:
+def test_tensor_parallel_4_gives_the_engine_server_all_4_gpus_of_its_node(gpu_cluster: dict[str, Any]) -> None:
+    """Ray Serve LLM's layout for a server engine: one bundle holds the replica's 4 GPUs on one node, and the engine's
+    own server process (here llama-server) is started with CUDA_VISIBLE_DEVICES naming exactly those 4."""
     (rep,) = _deploy(gpu_cluster, "tp4", {"num_cpus": 1, "num_gpus": 1, "tensor_parallel_size": 4})
     try:
         assert rep.node_id == gpu_cluster["V100"]
-        pgs = [p for p in ray.util.placement_group_table().values() if p["state"] == "CREATED"]
-        tp = [p for p in pgs if len(p["bundles"]) == 4]
-        assert len(tp) == 1 and tp[0]["strategy"] == "STRICT_PACK"
-        assert set(tp[0]["bundles_to_node_id"].values()) == {gpu_cluster["V100"]}
+        v100 = next(n for n in inventory() if n.node_id == gpu_cluster["V100"])
+        assert v100.available.get("GPU", 0) == 0  # all four ranks' GPUs are held by this replica
+        (pid,) = replica_pids(gpu_cluster["controller"])
+        env = dict(kv.split("=", 1) for kv in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in kv)
+        assert sorted(env["CUDA_VISIBLE_DEVICES"].split(",")) == ["0", "1", "2", "3"]
     finally:
         _release(gpu_cluster, "tp4")
 

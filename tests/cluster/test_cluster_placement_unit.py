@@ -99,13 +99,13 @@ def test_deployment_options_single_rank_pins_node_and_consumes_memory() -> None:
     assert "placement_group_bundles" not in opts
 
 
-def test_deployment_options_tensor_parallel_strict_pack_on_node() -> None:
+def test_deployment_options_tensor_parallel_one_bundle_with_every_rank_on_node() -> None:
+    """The engine's server process inherits the bundle's CUDA_VISIBLE_DEVICES: all N ranks' GPUs, on one node."""
     opts = deployment_options({"num_cpus": 1, "num_gpus": 1, "tensor_parallel_size": 4, "memory_gb": 40}, V100)
-    assert opts["placement_group_strategy"] == "STRICT_PACK"
-    assert opts["placement_group_bundles"] == [{"CPU": 1, "GPU": 1, GPU_MEMORY_RESOURCE: 40}] + [{"GPU": 1}] * 3
-    assert opts["placement_group_bundle_label_selector"] == [{NODE_ID_LABEL: "v100"}]
-    assert "label_selector" not in opts["ray_actor_options"]
+    assert opts == {"ray_actor_options": {"num_cpus": 1.0, "num_gpus": 4.0, "resources": {GPU_MEMORY_RESOURCE: 40},
+                                          "label_selector": {NODE_ID_LABEL: "v100"}}}  # fmt: skip
     assert consumed({"num_gpus": 1, "tensor_parallel_size": 4}, V100) == {"CPU": 1.0, "GPU": 4.0}
+    assert Demand.of({"num_cpus": 1}, {"tp_size": 2}).total_gpus == 2.0  # SGLang's name counts too
 
 
 def test_memory_estimate_from_local_weights_is_lenient(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from omnieval._schema import GenerationOptions
-from omnieval.errors import MissingDependencyError, OmnievalUserError, RequestFailed
+from omnieval.errors import MissingDependencyError, OmnievalUserError, PlacementError, RequestFailed
 from serving import ENGINES
 from serving._managed import parse_prometheus
 from serving._text import cut_at_stop, text_messages
@@ -94,6 +94,25 @@ def test_vllm_runs_its_own_api_server_with_the_engine_args_as_flags() -> None:
     assert cmd[cmd.index("--model") + 1] == "/ckpt" and cmd[cmd.index("--served-model-name") + 1] == "smol"
     assert "--enforce-eager" in cmd and cmd[cmd.index("--max-num-seqs") + 1] == "16"
     assert cmd[cmd.index("--host") + 1] == "{host}" and cmd[cmd.index("--port") + 1] == "{port}"
+
+
+def test_tensor_parallel_reaches_the_server_and_vllm_uses_its_own_ranks() -> None:
+    from pool._controller import engine_kwargs_with_tp
+
+    v = VLLMEngine(replica_id="r", model="smol", model_path="/x", tensor_parallel_size=2)
+    v.checkpoint = "/ckpt"
+    cmd = v.server_command()
+    assert cmd[cmd.index("--tensor-parallel-size") + 1] == "2"
+    assert cmd[cmd.index("--distributed-executor-backend") + 1] == "mp"
+    one = VLLMEngine(replica_id="r", model="smol", model_path="/x")
+    one.checkpoint = "/ckpt"
+    assert "--distributed-executor-backend" not in one.server_command()
+    cfg = {"name": "m", "engine": "vllm", "resources": {"num_gpus": 1, "tensor_parallel_size": 4}, "engine_kwargs": {}}
+    assert engine_kwargs_with_tp(cfg) == {"tensor_parallel_size": 4}
+    assert engine_kwargs_with_tp({**cfg, "engine": "sglang"}) == {"tp_size": 4}
+    assert engine_kwargs_with_tp({**cfg, "engine": "llamacpp"}) == {}  # llama.cpp splits over the GPUs it sees
+    with pytest.raises(PlacementError, match="tensor_parallel_size=2 but resources ask for tensor_parallel_size 4"):
+        engine_kwargs_with_tp({**cfg, "engine_kwargs": {"tensor_parallel_size": 2}})
 
 
 def test_sglang_runs_its_own_server_process() -> None:
