@@ -2,7 +2,10 @@
 
 Run in a venv with torch and transformers (the vLLM tier's: ``scripts/ci_vllm.sh --install-only``):
 
-    python scripts/make_plumbing_models.py [image|audio ...]
+    python scripts/make_plumbing_models.py [image|audio|image-gguf ...]
+
+``image-gguf`` is the image model for llama.cpp: its language model and its mmproj projector converted by llama.cpp's
+own ``convert_hf_to_gguf.py`` (from the llama-cpp-python sdist whose vendored llama.cpp omnieval builds).
 
 Each model is cached under ``$OMNIEVAL_CACHE/models/plumbing-<kind>-v<VERSION>/`` (bump VERSION when a builder
 changes), assembled in a staging directory and renamed into place, so an interrupted build is redone, never half-used.
@@ -21,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 VERSION = 1
-KINDS = ("image", "audio")
+KINDS = ("image", "audio", "image-gguf")
 
 
 def plumbing_dir(kind: str) -> Path:
@@ -44,22 +47,80 @@ def build(kind: str) -> Path:
     dest = plumbing_dir(kind)
     if (dest / "omnieval-plumbing.json").is_file():
         return dest
-    if kind == "image":
-        from _plumbing_image import build_image_model as builder
-    elif kind == "audio":
-        from _plumbing_audio import build_audio_model as builder
-    else:
-        raise SystemExit(f"unknown plumbing model {kind!r}; choose from {KINDS}")
     t0 = time.monotonic()
     staging = dest.with_name(dest.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
-    builder(language_dir(), staging)
+    if kind == "image":
+        from _plumbing_image import build_image_model
+
+        build_image_model(language_dir(), staging)
+    elif kind == "audio":
+        from _plumbing_audio import build_audio_model
+
+        build_audio_model(language_dir(), staging)
+    elif kind == "image-gguf":
+        to_gguf(build("image"), staging)
+    else:
+        raise SystemExit(f"unknown plumbing model {kind!r}; choose from {KINDS}")
     if not (staging / "omnieval-plumbing.json").is_file():
         (staging / "omnieval-plumbing.json").write_text(f'{{"kind": "{kind}"}}')
     shutil.rmtree(dest, ignore_errors=True)
     staging.rename(dest)
     print(f"built plumbing-{kind} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     return dest
+
+
+def llama_cpp_converter() -> Path:
+    """llama.cpp's convert_hf_to_gguf.py (with its conversion/ package and gguf-py) from the llama-cpp-python sdist
+    of the llama-server build, fetched once into the cache."""
+    import subprocess
+    import tarfile
+
+    from serving._llamacpp_bin import LLAMACPP_VERSION
+    from serving._models import cache_dir
+
+    root = cache_dir() / f"llama-cpp-src-{LLAMACPP_VERSION}"
+    src = root / "llama.cpp"
+    if (src / "convert_hf_to_gguf.py").is_file():
+        return src
+    dl = root / "sdist"
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", "llama-cpp-python",
+                    "-d", str(dl), f"llama-cpp-python=={LLAMACPP_VERSION}"], check=True)  # fmt: skip
+    (tgz,) = dl.glob("*.tar.gz")
+    prefix = f"llama_cpp_python-{LLAMACPP_VERSION}/vendor/llama.cpp/"
+    staging = root / "llama.cpp.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    with tarfile.open(tgz) as tf:
+        for m in tf.getmembers():
+            rel = m.name.removeprefix(prefix)
+            if (
+                m.name.startswith(prefix)
+                and m.isfile()
+                and rel.startswith(("convert_hf_to_gguf.py", "conversion/", "gguf-py/"))
+            ):
+                m.name = rel
+                tf.extract(m, staging, filter="data")
+    shutil.rmtree(dl)
+    staging.rename(src)
+    return src
+
+
+def to_gguf(hf_dir: Path, out: Path) -> None:
+    """``lm.gguf`` (f16) and ``mmproj.gguf`` of a Hugging Face VLM directory, by llama.cpp's own converter."""
+    import os
+    import subprocess
+
+    src = llama_cpp_converter()
+    env = {**os.environ, "PYTHONPATH": str(src / "gguf-py")}
+    out.mkdir(parents=True, exist_ok=True)
+    for extra, name in (([], "lm.gguf"), (["--mmproj"], "mmproj.gguf")):
+        subprocess.run([sys.executable, str(src / "convert_hf_to_gguf.py"), str(hf_dir), *extra, "--outtype", "f16",
+                        "--outfile", str(out / name)], check=True, env=env, capture_output=True)  # fmt: skip
+    (out / "PLUMBING.md").write_text(
+        (hf_dir / "PLUMBING.md").read_text() + "\nConverted to GGUF by llama.cpp's "
+        "convert_hf_to_gguf.py (lm.gguf + mmproj.gguf) for llama-server --mmproj.\n"
+    )
+    (out / "omnieval-plumbing.json").write_text('{"kind": "image-gguf"}')
 
 
 if __name__ == "__main__":
