@@ -44,4 +44,9 @@ if [ -n "${PY[lmms]:-}" ]; then
   OMNIEVAL_LMMS_PYTHON="${PY[lmms]}" "$MAIN/bin/python" -m pytest tests/omnieval/adapters/test_lmms_adapter.py -q \
     -k "own_interpreter or two_environments" -W ignore::DeprecationWarning "${EXTRA[@]}" || rc=$?
 fi
+VLLM_VENV="${OMNIEVAL_CACHE:-$HOME/.cache/omnieval}/venv-vllm-${OMNIEVAL_VLLM_VERSION:-0.32.0}"
+if [ -n "${PY[lmms]:-}" ] && [ -f "$VLLM_VENV/.complete" ]; then
+  echo "== lmms-eval (its venv) through the pool to vLLM (the vLLM venv) with images" >&2
+  OMNIEVAL_LMMS_PYTHON="${PY[lmms]}" bash scripts/ci_vllm.sh -k lmms_eval_images "${EXTRA[@]}" || rc=$?
+fi
 exit $rc

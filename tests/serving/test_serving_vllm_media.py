@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import os
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -185,3 +186,41 @@ def test_preflight_names_the_model_and_the_fix(media_run: dict[str, Any], tmp_pa
     with pytest.raises(OmnievalUserError, match=r"plumbing-vlm.*cannot take \['video'\].*video_input: frames"):
         plan_run(SuiteConfig.model_validate(bad), output_dir=str(tmp_path))
     assert not list(tmp_path.iterdir())  # nothing written before the error
+
+
+LMMS_PY = Path(os.environ.get("OMNIEVAL_LMMS_PYTHON", "")).expanduser()
+
+
+@pytest.mark.timeout(1800)
+def test_lmms_eval_images_through_the_pool_to_vllm(plumbing_models: dict[str, Path], tmp_path: Path, timing) -> None:
+    """lmms-eval's tiny_shapes (in the lmms venv) asks the pool; the pool's vLLM replica of the plumbing VLM gets
+    the images (scores mean nothing; the prompt token counts show each image was tiled and encoded)."""
+    if not os.environ.get("OMNIEVAL_LMMS_PYTHON") or not (LMMS_PY.parents[1] / ".complete").exists():
+        pytest.skip("needs OMNIEVAL_LMMS_PYTHON naming a built lmms venv: scripts/ci_frameworks.sh runs this test")
+    from omnieval._runner import run_suite
+
+    suite = SuiteConfig.model_validate(
+        {
+            "name": "lmms-on-vllm",
+            "models": [{"name": "plumbing-vlm", "source": {"kind": "path", "path": str(plumbing_models["image"])},
+                        "engine": "vllm", "resources": {"num_cpus": 0.5},
+                        "engine_kwargs": {"enforce_eager": True, "max_model_len": 4096, "max_num_seqs": 8,
+                                          "cpu_kvcache_space_gib": 1, "limit_mm_per_prompt": {"image": 2}}}],
+            "benchmarks": [{"name": "tiny_shapes", "framework": "lmms", "limit": 4}],
+            "frameworks": {"lmms": {"python": str(LMMS_PY),
+                                    "env_vars": {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}}},
+            "pool": {"clients": 1, "request_timeout_s": 600},
+            "ray": {"num_cpus": 2},
+            "cache": {"enabled": False},
+        }
+    )  # fmt: skip
+    res = run_suite(suite, output_dir=str(tmp_path), show_progress=False)
+    recs = res.records
+    assert len(recs) == 4 and all(r.error is None for r in recs), [r.error for r in recs]
+    for r in recs:
+        assert r.modalities() == {"image", "text"} and r.output.replica.startswith("plumbing-vlm")
+        assert r.output.usage.prompt_tokens > 100, r.output.usage  # text alone is ~40 tokens
+    timing(
+        "lmms-eval tiny_shapes on vLLM plumbing VLM, prompt tokens", str([r.output.usage.prompt_tokens for r in recs])
+    )
+    assert {(s.benchmark, s.framework, s.modality) for s in res.manifest.scores} == {("lmms:tiny_shapes", "lmms", "image")}
