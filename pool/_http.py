@@ -48,7 +48,7 @@ class HttpTransport:
         """One chat completion; ``RequestFailed`` for a failed request, ``ReplicaDead`` when the server is gone."""
         session = self._open()
         base = ep.url_for(self.client_ip)
-        body = json.dumps(chat_payload(request, ep.served_model_name)).encode()
+        body = json.dumps(chat_payload(request, ep.served_model_name, ep.dialect)).encode()
         t0 = time.monotonic()
         try:
             async with session.post(base + "/chat/completions", data=body, headers=self._hdrs(ep)) as resp:

@@ -227,7 +227,7 @@ class ServerEngine(OpenAIEngine):
         if self._server is None:
             return None
         return Endpoint(base_url=self._server.public_url + "/v1", served_model_name=self.served_model_name,
-                        api_key=self._server.api_key, node_ip=self._server.node_ip)  # fmt: skip
+                        api_key=self._server.api_key, node_ip=self._server.node_ip, dialect=self.dialect)  # fmt: skip
 
     def log_tail(self, n: int = 5) -> str:
         return self._server.log_tail(n) if self._server is not None else ""

@@ -6,7 +6,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import httpx
 
@@ -18,12 +18,54 @@ from serving._types import Endpoint, GenerationRequest, GenerationResult
 _DEFAULTS: dict[str, Any] = {"timeout_s": 300.0, "slots": 8, "max_connections": 256}
 
 
-def chat_payload(req: GenerationRequest, served_model_name: str) -> dict[str, Any]:
+VIDEO_SAMPLING = ("num_frames", "sampling_strategy", "fps")
+
+
+def _video_sampling(messages: list[dict[str, Any]], dialect: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Messages with plain OpenAI ``video_url`` parts, and the Record's clip sampling in the server's own terms
+    (vLLM: ``media_io_kwargs.video``; one setting per request, so clips of one request must agree)."""
+    wanted: dict[str, Any] = {}
+    if not any(isinstance(m.get("content"), list) and any(p.get("type") == "video_url" for p in m["content"])
+               for m in messages):  # fmt: skip
+        return messages, {}
+    out = []
+    for m in messages:
+        c = m.get("content")
+        if not isinstance(c, list):
+            out.append(m)
+            continue
+        parts = []
+        for p in c:
+            if p.get("type") == "video_url":
+                v = dict(p["video_url"])
+                got = {k: v.pop(k) for k in VIDEO_SAMPLING if k in v}
+                if wanted and got != wanted:
+                    raise RequestFailed(f"clips of one request ask for different sampling: {wanted} vs {got}")
+                wanted = got
+                p = {**p, "video_url": v}
+            parts.append(p)
+        out.append({**m, "content": parts})
+    if dialect != "vllm" or not wanted:
+        return out, {}
+    strategy = wanted.get("sampling_strategy")
+    if strategy == "keyframe":
+        raise RequestFailed("vLLM samples clips uniformly or by fps; 'keyframe' sampling is not available there")
+    video: dict[str, Any] = {}
+    if wanted.get("num_frames"):
+        video["num_frames"] = int(wanted["num_frames"])
+    if strategy == "fps" and wanted.get("fps"):
+        video["fps"] = wanted["fps"]
+    return out, ({"media_io_kwargs": {"video": video}} if video else {})
+
+
+def chat_payload(req: GenerationRequest, served_model_name: str, dialect: str = "openai") -> dict[str, Any]:
     """The ``/v1/chat/completions`` body for a request (shared by the engine and the pool's direct transport)."""
     o = req.options
+    messages, extra = _video_sampling(req.messages, dialect)
     body: dict[str, Any] = {
         "model": served_model_name,
-        "messages": req.messages,
+        "messages": messages,
+        **extra,
         "temperature": o.temperature,
         "top_p": o.top_p,
         "max_tokens": o.max_tokens,
@@ -74,6 +116,8 @@ class OpenAIEngine(Engine):
     """Talks ``/v1/chat/completions``; the server does the batching, we only keep many requests in flight."""
 
     name: ClassVar[str] = "openai"
+    dialect: ClassVar[Literal["openai", "vllm"]] = "openai"
+    """Request extensions the server takes (see ``Endpoint.dialect``)."""
 
     @classmethod
     def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
@@ -136,7 +180,7 @@ class OpenAIEngine(Engine):
         t0 = time.monotonic()
         with self._track():
             try:
-                r = await self._client.post("/chat/completions", json=chat_payload(request, self.served_model_name))
+                r = await self._client.post("/chat/completions", json=chat_payload(request, self.served_model_name, self.dialect))
             except httpx.TimeoutException:
                 raise RequestFailed(f"timeout after {self.timeout_s}s", timeout=True) from None
             except (httpx.ConnectError, httpx.RemoteProtocolError) as e:

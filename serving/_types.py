@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +26,9 @@ class Endpoint(BaseModel):
     """Bearer token (a per-replica secret for managed servers; the user's key for external ones)."""
     node_ip: str | None = None
     """IP of the Ray node hosting the server; None for a server outside the cluster."""
+    dialect: Literal["openai", "vllm"] = "openai"
+    """Request extensions the server takes beyond OpenAI's: ``vllm`` reads a clip's sampling from
+    ``media_io_kwargs`` (the Record's ``num_frames`` / ``fps``); others get plain ``video_url`` parts."""
 
     def url_for(self, client_ip: str | None) -> str:
         """Base URL for a client on ``client_ip``: loopback when it shares the server's node."""

@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from omnieval.errors import MissingDependencyError, OmnievalUserError
 from serving._engine import engine_kwargs_error
@@ -141,6 +141,7 @@ class VLLMEngine(ServerEngine):
 
     name: ClassVar[str] = "vllm"
     tp_kwarg: ClassVar[str | None] = "tensor_parallel_size"
+    dialect: ClassVar[Literal["openai", "vllm"]] = "vllm"
 
     @classmethod
     def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:

@@ -117,3 +117,19 @@ def test_server_command_keeps_json_arguments() -> None:
     s = ManagedServer("t", ["srv", "--host", "{host}", "--port", "{port}", "--limit-mm-per-prompt", '{"image": 8}'])
     s.port = 1234
     assert s.command() == ["srv", "--host", "127.0.0.1", "--port", "1234", "--limit-mm-per-prompt", '{"image": 8}']
+
+
+def test_vllm_gets_the_records_clip_sampling_others_plain_video_url() -> None:
+    from omnieval._schema import GenerationOptions
+    from serving._openai import chat_payload
+    from serving._types import GenerationRequest
+
+    msgs = to_openai([Message(role="user", content=[VideoContent(value="https://x/clip.mp4", num_frames=6,
+                                                                 sampling_strategy="fps", fps=2.0)])])  # fmt: skip
+    req = GenerationRequest(request_id="v", messages=msgs, options=GenerationOptions())
+    v = chat_payload(req, "m", "vllm")
+    assert v["media_io_kwargs"] == {"video": {"num_frames": 6, "fps": 2.0}}
+    assert v["messages"][0]["content"][0] == {"type": "video_url", "video_url": {"url": "https://x/clip.mp4"}}
+    plain = chat_payload(req, "m")
+    assert "media_io_kwargs" not in plain and plain["messages"] == v["messages"]
+    assert msgs[0]["content"][0]["video_url"]["num_frames"] == 6  # the request itself is not modified
