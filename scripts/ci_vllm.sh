@@ -60,6 +60,6 @@ export TMPDIR="${TMPDIR:-$SCRATCH/tmp}"
 export RAY_TMPDIR="${RAY_TMPDIR:-$SCRATCH/ray}"
 cd "$REPO"
 # The plumbing multimodal models (SmolLM2 + untrained towers; scores mean nothing), built once and cached.
-"$VENV/bin/python" scripts/make_plumbing_models.py image audio image-gguf
+"$VENV/bin/python" scripts/make_plumbing_models.py image audio audio-hf image-gguf
 # Ray Serve 2.60 floods the summary with its own pydantic deprecation warnings; they are not ours.
 exec "$VENV/bin/python" -m pytest tests/serving -m "vllm or transformers" -v -W ignore::DeprecationWarning "$@"

@@ -2,7 +2,9 @@
 
 Run in a venv with torch and transformers (the vLLM tier's: ``scripts/ci_vllm.sh --install-only``):
 
-    python scripts/make_plumbing_models.py [image|audio|image-gguf ...]
+    python scripts/make_plumbing_models.py [image|audio|audio-hf|image-gguf ...]
+
+``audio`` is the Ultravox shape vLLM serves, ``audio-hf`` the Qwen2-Audio shape transformers serves.
 
 ``image-gguf`` is the image model for llama.cpp: its language model and its mmproj projector converted by llama.cpp's
 own ``convert_hf_to_gguf.py`` (from the llama-cpp-python sdist whose vendored llama.cpp omnieval builds).
@@ -24,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 VERSION = 1
-KINDS = ("image", "audio", "image-gguf")
+KINDS = ("image", "audio", "audio-hf", "image-gguf")
 
 
 def plumbing_dir(kind: str) -> Path:
@@ -58,6 +60,10 @@ def build(kind: str) -> Path:
         from _plumbing_audio import build_audio_model
 
         build_audio_model(language_dir(), staging)
+    elif kind == "audio-hf":
+        from _plumbing_audio_hf import build_audio_hf_model
+
+        build_audio_hf_model(language_dir(), staging)
     elif kind == "image-gguf":
         to_gguf(build("image"), staging)
     else:

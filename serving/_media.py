@@ -110,6 +110,21 @@ def resampled_wav(path: str, rate: int) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
+def decode_audio(data_b64: str, rate: int) -> Any:
+    """An ``input_audio`` payload (any container FFmpeg reads) as float32 mono samples at ``rate`` Hz, what a
+    transformers feature extractor takes."""
+    import numpy as np
+
+    av = _av()
+    chunks = []
+    with av.open(io.BytesIO(base64.b64decode(data_b64))) as c:
+        rs = av.AudioResampler(format="flt", layout="mono", rate=rate)
+        for frame in c.decode(audio=0):
+            chunks += [f.to_ndarray().reshape(-1) for f in rs.resample(frame)]
+        chunks += [f.to_ndarray().reshape(-1) for f in rs.resample(None)]
+    return np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, np.float32)
+
+
 def content_modalities(parts: Iterable[Any]) -> set[str]:
     """Modalities of Record content entries (``TextContent`` etc. or their dicts)."""
     return {p.type if hasattr(p, "type") else p["type"] for p in parts}

@@ -26,10 +26,13 @@ def has_media(messages: list[dict[str, Any]]) -> bool:
                for m in messages)  # fmt: skip
 
 
-def hf_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """OpenAI chat messages as transformers processors take them: ``image_url`` parts become ``{"type": "image",
-    "url": ...}`` (``load_image`` reads URLs, paths and data URIs); the processor's template places the tokens."""
+def hf_chat(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str], list[dict[str, str]]]:
+    """OpenAI chat messages as transformers processors take them: media parts become ``{"type": "image"}`` /
+    ``{"type": "audio"}`` placeholders the model's chat template expands, returned beside the image URLs (data URIs,
+    paths, URLs: ``load_image`` reads them) and the ``input_audio`` payloads, in order."""
     out: list[dict[str, Any]] = []
+    images: list[str] = []
+    audios: list[dict[str, str]] = []
     for m in messages:
         c = m.get("content")
         if isinstance(c, str):
@@ -40,14 +43,18 @@ def hf_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if p.get("type") == "text":
                 parts.append({"type": "text", "text": p.get("text", "")})
             elif p.get("type") == "image_url":
-                parts.append({"type": "image", "url": p["image_url"]["url"]})
+                parts.append({"type": "image"})
+                images.append(p["image_url"]["url"])
+            elif p.get("type") == "input_audio":
+                parts.append({"type": "audio"})
+                audios.append(p["input_audio"])
             else:
                 raise RequestFailed(
-                    f"engine 'transformers' takes text and images; a {p.get('type')!r} part needs vLLM or SGLang "
-                    "(video: set video_input: frames)"
+                    f"engine 'transformers' takes text, images and audio; a {p.get('type')!r} part needs vLLM or "
+                    "SGLang (video: set video_input: frames)"
                 )
         out.append({"role": m["role"], "content": parts})
-    return out
+    return out, images, audios
 
 
 def chat_token_ids(tokenizer: Any, messages: list[dict[str, Any]], engine: str) -> list[int]:

@@ -9,10 +9,11 @@ Requests in one batch must share their decoding options (temperature, top_p, max
 takes the oldest waiting request's option group. ``generate`` runs in a worker thread so the replica's event loop
 keeps answering health checks and stats while the model computes.
 
-Multimodal checkpoints (a ``vision_config`` in config.json) load with ``AutoProcessor`` and
-``AutoModelForImageTextToText``: a request with images goes through the model's own processor and chat template
-(``processor.apply_chat_template``), one request per ``generate`` (media change the prompt length per request);
-text requests still batch. Video reaches such a model as frames (``video_input: frames``).
+Multimodal checkpoints (a ``vision_config`` / ``audio_config`` in config.json) load with ``AutoProcessor`` and
+``AutoModelForImageTextToText`` (or ``AutoModelForMultimodalLM`` for audio): a request with images or audio goes
+through the model's own chat template and processor (image tiling, log-mel features, placeholder expansion), one
+request per ``generate`` (media change the prompt length per request); text requests still batch. Video reaches
+such a model as frames (``video_input: frames``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from omnieval._schema import GenerationOptions
 from omnieval.errors import MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
 from serving._engine import Engine, pop_known
 from serving._features import EngineFeatures, hf_features
+from serving._media import decode_audio
 from serving._text import chat_token_ids, cut_at_stop, has_media, hf_chat
 from serving._types import EngineStats, GenerationRequest, GenerationResult
 
@@ -82,9 +84,9 @@ class TransformersEngine(Engine):
 
     @classmethod
     def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
-        """Images (and so video as frames) through the model's own processor; audio and native video need vLLM."""
+        """Images (and so video as frames) and audio through the model's own processor; native video needs vLLM."""
         f = hf_features(model_path)
-        return EngineFeatures(f.modalities & {"text", "image"}, False, f.source + ", transformers: text+image")
+        return EngineFeatures(f.modalities & {"text", "image", "audio"}, False, f.source + " (transformers)")
 
     def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
         super().__init__(replica_id=replica_id, model=model)
@@ -141,10 +143,15 @@ class TransformersEngine(Engine):
             where, kw["gguf_file"] = str(p.parent), p.name
         else:
             where = str(p) if p.exists() else self.model_path  # a hub repo id
-        if "image" in hf_features(p if p.exists() else None).modalities:
+        media = hf_features(p if p.exists() else None).modalities - {"text"}
+        if media:
             self._processor = transformers.AutoProcessor.from_pretrained(where, **kw)
             tok = self._processor.tokenizer
-            auto = transformers.AutoModelForImageTextToText
+            auto = (
+                transformers.AutoModelForImageTextToText
+                if media == {"image"}
+                else transformers.AutoModelForMultimodalLM
+            )
         else:
             tok = transformers.AutoTokenizer.from_pretrained(where, **kw)
             auto = transformers.AutoModelForCausalLM
@@ -206,8 +213,18 @@ class TransformersEngine(Engine):
         processor resizes and tiles (the same code the model was released with)."""
         torch, tok = self._torch, self._tok
         t0 = time.monotonic()
-        enc = self._processor.apply_chat_template(hf_chat(r.messages), add_generation_prompt=True, tokenize=True,
-                                                  return_dict=True, return_tensors="pt").to(self._model.device)  # fmt: skip
+        msgs, images, audios = hf_chat(r.messages)
+        text = self._processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        kw: dict[str, Any] = {}
+        if images:
+            from transformers.image_utils import load_image
+
+            kw["images"] = [load_image(u) for u in images]
+        if audios:
+            rate = int(self._processor.feature_extractor.sampling_rate)
+            kw["audio"] = [decode_audio(a["data"], rate) for a in audios]
+            kw["sampling_rate"] = rate
+        enc = self._processor(text=text, return_tensors="pt", **kw).to(self._model.device)
         for k, v in enc.items():
             if torch.is_floating_point(v):
                 enc[k] = v.to(self._model.dtype)

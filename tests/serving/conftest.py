@@ -49,7 +49,7 @@ def plumbing_models() -> dict[str, Path]:
     import sys
 
     script = Path(__file__).resolve().parents[2] / "scripts" / "make_plumbing_models.py"
-    kinds = ("image", "audio", "image-gguf")
+    kinds = ("image", "audio", "audio-hf", "image-gguf")
     out = subprocess.run([sys.executable, str(script), *kinds], capture_output=True, text=True, timeout=1200,
                          check=True)  # fmt: skip
     return dict(zip(kinds, (Path(p) for p in out.stdout.split()), strict=True))

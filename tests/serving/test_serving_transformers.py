@@ -128,3 +128,53 @@ def test_transformers_takes_images_and_frames_through_its_processor(plumbing_mod
 def _mm_text(eng: TransformersEngine) -> GenerationRequest:
     return GenerationRequest(request_id="mm-text", messages=[{"role": "user", "content": "What is the capital of France?"}],
                              options=GenerationOptions(max_tokens=12))  # fmt: skip
+
+
+@pytest.mark.timeout(1200)
+def test_transformers_takes_audio_through_its_processor(plumbing_models: dict[str, Path], timing) -> None:
+    """The plumbing Qwen2-Audio (untrained encoder): the Whisper features and the processor's ``<|AUDIO|>``
+    expansion reach generate, so the prompt grows with the clip; an mp3 at 8 kHz is resampled to 16 kHz."""
+    import wave
+
+    from omnieval._schema import AudioContent, Message, TextContent
+    from serving._messages import to_openai
+
+    data = Path(__file__).resolve().parents[2] / "omnieval/benchmarks/data"
+    speech = data / "speech"
+
+    def secs(p: Path) -> float:
+        with wave.open(str(p)) as w:
+            return w.getnframes() / w.getframerate()
+
+    clips = sorted(speech.glob("*.wav"), key=secs)
+    short, long_ = clips[0], clips[-1]
+    mp3 = data / "omniassist_sample/media/II_000/t0.mp3"
+
+    def req(i: int, content: list) -> GenerationRequest:
+        return GenerationRequest(request_id=f"au-{i}", messages=to_openai([Message(role="user", content=content)]),
+                                 options=GenerationOptions(max_tokens=6))  # fmt: skip
+
+    async def main() -> list[int]:
+        eng = TransformersEngine(replica_id="tf-au", model="plumbing-alm", model_path=str(plumbing_models["audio-hf"]),
+                                 max_batch_size=4, batch_wait_ms=20)  # fmt: skip
+        assert TransformersEngine.features(plumbing_models["audio-hf"], {}).modalities == {"text", "audio"}
+        await eng.start()
+        try:
+            q = TextContent(value="What is said?")
+            rs = await asyncio.gather(
+                eng.generate(req(0, [q])),
+                eng.generate(req(1, [AudioContent(value=str(short)), q])),
+                eng.generate(req(2, [AudioContent(value=str(long_)), q])),
+                eng.generate(req(3, [AudioContent(value=str(mp3), sampling_rate=16000), q])),
+                eng.generate(req(4, [AudioContent(value=str(mp3)), q])),  # as it is: mp3, decoded by PyAV
+            )
+            assert all(r.completion_tokens > 0 for r in rs)
+            return [r.prompt_tokens for r in rs]
+        finally:
+            await eng.shutdown()
+
+    n = asyncio.run(main())
+    timing(f"transformers plumbing audio LM prompt tokens: text / {secs(short):.1f} s / {secs(long_):.1f} s / mp3 "
+           "resampled / mp3 as is", str(n))  # fmt: skip
+    assert n[0] < n[1] < n[2]
+    assert n[3] == n[4] > n[0]  # same clip, resampled here or by the engine's decoder
