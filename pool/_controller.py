@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from omnieval.errors import PlacementError, ReplicaDead, clip
 from pool._autoscaler import ScaleResult, plan_scaling
-from pool._types import ReplicaInfo, SyncRequest
+from pool._types import ReplicaInfo, ReplicaLoad, SyncRequest
 from schedulers import GradientLimiter, LimitWindow
 from serving._types import EngineStats
 
@@ -81,6 +81,8 @@ class PoolController:
         self._client_inflight: dict[str, dict[str, int]] = {}  # replica id -> client -> in flight at its last sync
         self._engine_inflight: dict[str, int] = {}  # replica id -> in flight as the engine reported it
         self._served: dict[str, EngineStats] = {}  # replica id -> what clients observed it serve (direct HTTP too)
+        self._last_report: dict[tuple[str, str], float] = {}  # (client, replica) -> time of that client's last sync
+        self._busy_until: dict[str, float] = {}  # replica id -> end of the busy time already counted
         self._period = health_check_period_s
         self._autoscale_period = autoscale_period_s or health_check_period_s
         self._idle_s = scale_in_idle_s
@@ -248,6 +250,9 @@ class PoolController:
             self._client_inflight.pop(replica_id, None)
             self._engine_inflight.pop(replica_id, None)
             served = self._served.pop(replica_id, None)
+            self._busy_until.pop(replica_id, None)
+            for key in [k for k in self._last_report if k[1] == replica_id]:
+                self._last_report.pop(key)
         if info is None:
             return
         stats = None
@@ -303,6 +308,16 @@ class PoolController:
             if r is not None and r.state == "healthy":
                 r.state = "unhealthy"
 
+    def _count_busy(self, served: EngineStats, client: str, load: ReplicaLoad, now: float) -> None:
+        """Busy time as clients see it: the union of the sync windows in which some client had a request
+        outstanding there (the replica process no longer sees requests sent straight to its engine's server)."""
+        rid = load.replica_id
+        start = self._last_report.get((client, rid), now)
+        self._last_report[(client, rid)] = now
+        if load.peak_in_flight > 0 or load.in_flight > 0:
+            served.busy_s += max(0.0, now - max(start, self._busy_until.get(rid, 0.0)))
+            self._busy_until[rid] = now
+
     def sync(self, req: SyncRequest) -> list[ReplicaInfo]:
         """A client's periodic report: its load on each replica feeds that replica's shared concurrency limit; the
         reply is the model's replica set, each with its current limit and the number of clients sharing it."""
@@ -332,6 +347,7 @@ class PoolController:
                 served.failed += load.failed
                 served.output_tokens += load.output_tokens
                 served.peak_in_flight = max(served.peak_in_flight, load.peak_in_flight + others)
+                self._count_busy(served, req.client, load, now)
                 busy = {c for c, v in per_client.items() if v > 0 and c in seen}
                 if load.peak_in_flight > 0:
                     busy.add(req.client)
@@ -485,6 +501,7 @@ def merge_served(engine: EngineStats, served: EngineStats) -> EngineStats:
     out.output_tokens = max(engine.output_tokens, served.output_tokens)
     out.peak_in_flight = max(engine.peak_in_flight, served.peak_in_flight)
     out.peak_clients = max(engine.peak_clients, served.peak_clients)
+    out.busy_s = max(engine.busy_s, served.busy_s)
     return out
 
 

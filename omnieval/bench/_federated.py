@@ -78,7 +78,6 @@ def run_federated(suite: SuiteConfig, bench_names: list[str]) -> dict[str, Any]:
     import json
 
     import ray
-    from ray import serve
 
     from omnieval._runner import run_suite
     from pool import get_controller
@@ -95,10 +94,13 @@ def run_federated(suite: SuiteConfig, bench_names: list[str]) -> dict[str, Any]:
         active = watch.active_window(ckpt_lat)
         ctl = get_controller(sub.pool.health_check_period_s)
         try:
-            reps = ray.get(ctl.replicas.remote())
-            stats = [serve.get_app_handle(r.replica_id).stats.remote().result(timeout_s=60) for r in reps]
+            ids = [r.replica_id for r in ray.get(ctl.replicas.remote())]
         finally:
             ray.get(ctl.release.remote(res.manifest.run_id))
+        # the retired replicas' final stats, merged with what clients saw them serve: requests sent straight to an
+        # engine's server never pass the replica process, whose own busy time would read 0
+        retired = ray.get(ctl.retired.remote())
+        stats = [retired[i].stats for i in ids if i in retired and retired[i].stats is not None]
     wall = res.manifest.timings["inference_s"]
     threads = {m.name: int(m.engine_kwargs.get("threads") or 1) for m in sub.models}
     return {

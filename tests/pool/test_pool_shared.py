@@ -8,6 +8,7 @@ go straight to llama-server's port, so what it served is counted by the clients,
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,10 +62,12 @@ def test_concurrent_suites_share_replicas(ray_local: PidTracker, tmp_path: Path)
             failures.append(e)
 
     threads = [threading.Thread(target=run, args=(s,)) for s in suites]
+    t0 = time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join(280)
+    wall = time.monotonic() - t0
     assert not failures, failures
     assert set(results) == {"suite-a", "suite-b"}
     a, b = results["suite-a"], results["suite-b"]
@@ -82,3 +85,8 @@ def test_concurrent_suites_share_replicas(ray_local: PidTracker, tmp_path: Path)
     # it served every request of both suites, so it outlived the first suite's release
     assert final.stats.completed == len(a.records) + len(b.records)
     assert final.stats.peak_clients == 2, final.stats
+    # busy while requests were outstanding, as the clients saw it (they went straight to llama-server, past the
+    # replica process): at least most of the slowest request (the first sync window of a client is not counted),
+    # never more than the two suites' wall time
+    slowest = max(r.latency or 0.0 for r in a.records + b.records)
+    assert 0.5 * slowest <= final.stats.busy_s <= wall, (final.stats.busy_s, slowest, wall)
