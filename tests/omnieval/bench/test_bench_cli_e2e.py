@@ -54,6 +54,8 @@ def test_bench_federated_tiny_suite(tmp_path: Path) -> None:
     s = data["summary"]["text"]
     assert s["speedup"] > 0 and s["speedup_active"] > 0
     assert s["per_process"]["threads_total"] == s["federated"]["threads_total"] == 2
+    for r in data["rows"]:  # both modes' engines were measurably busy (the federated ones are reached past Ray)
+        assert 0 < r["engine_utilisation"] <= 1.0 + 1e-6 and all(e["busy_s"] > 0 for e in r["engines"]), r
 
 
 @pytest.mark.ray
