@@ -349,8 +349,14 @@ def load_suite(path: str | Path) -> SuiteConfig:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{p}: file not found; pass the path of a suite YAML (see examples/quickstart.yaml)")
+    raw = p.read_bytes()
     try:
-        data = yaml.safe_load(p.read_text())
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{p}:{line}: not UTF-8 (byte 0x{raw[e.start]:02x}); save the file as UTF-8") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""

@@ -61,6 +61,13 @@ def test_invalid_yaml_reports_line_and_column(tmp_path: Path) -> None:
     assert line.isdigit()
 
 
+def test_non_utf8_suite_is_one_line_naming_the_line(tmp_path: Path) -> None:
+    p = tmp_path / "latin1.yaml"
+    p.write_bytes(b"name: t\n# caf\xe9\nmodels: []\n")
+    with pytest.raises(ConfigError, match=r"latin1\.yaml:2: not UTF-8 \(byte 0xe9\); save the file as UTF-8"):
+        load_suite(p)
+
+
 def test_unknown_benchmark_suggests_the_close_name(tmp_path: Path) -> None:
     p = write(tmp_path, GOOD.replace("mmlu_tiny", "mmlu_tny"))
     with pytest.raises(ConfigError, match=r"benchmarks\[0\]\.name: unknown benchmark 'mmlu_tny'\. Did you mean: mmlu_tiny"):
