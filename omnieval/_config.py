@@ -125,6 +125,25 @@ class ModelConfig(_Config):
         return self
 
 
+class GenerationOverrides(_Config):
+    """Per-benchmark overrides of the suite's generation options; a field left out keeps the suite's value."""
+
+    temperature: float | None = Field(default=None, ge=0.0)
+    """Sampling temperature; 0 is greedy."""
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    """Nucleus sampling mass."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Maximum new tokens."""
+    stop: list[str] | None = None
+    """Stop strings."""
+    seed: int | None = None
+    """Sampling seed (an explicit null sends none)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Only the fields the suite set, to lay over the suite's generation options."""
+        return self.model_dump(exclude_unset=True)
+
+
 class BenchmarkConfig(_Config):
     name: str
     """Registered benchmark name (``omnieval list``), or the framework's own task name for other frameworks."""
@@ -136,7 +155,7 @@ class BenchmarkConfig(_Config):
     """Models to run it on; None means all."""
     prompt: Literal["native", "uniform"] = "native"
     """Benchmark-specific prompt or the uniform prompt (paper Table 9)."""
-    generation: dict[str, Any] = Field(default_factory=dict)
+    generation: GenerationOverrides = Field(default_factory=GenerationOverrides)
     """Overrides of generation options for this benchmark."""
     metrics: list[str] | None = None
     """Metric names replacing the benchmark's native metrics (scoring only: cached responses are reused)."""

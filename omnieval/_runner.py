@@ -37,7 +37,7 @@ from omnieval._config import SuiteConfig
 from omnieval._modalities import check_modalities, record_modalities
 from omnieval._progress import RunProgress
 from omnieval._provenance import cluster_hostnames, git_commit, package_versions
-from omnieval._schema import Record
+from omnieval._schema import GenerationOptions, Record
 from omnieval._scoring import group
 from omnieval.benchmarks import BenchmarkSpec, get_benchmark
 
@@ -78,7 +78,7 @@ def iter_records(suite: SuiteConfig, specs: dict[str, BenchmarkSpec]) -> Iterato
             if b.models is not None and m.name not in b.models:
                 continue
             yield from spec.iter_records(
-                model=m.name, generation=suite.generation, limit=b.limit, prompt=b.prompt, overrides=b.generation,
+                model=m.name, generation=suite.generation, limit=b.limit, prompt=b.prompt, overrides=b.generation.as_dict(),
                 options=b.options,
             )  # fmt: skip
 
@@ -415,7 +415,7 @@ def _start_frameworks(
             actor = FrameworkClient.options(runtime_env=runtime_env or None).remote(
                 controller, pool_cfg, suite.seed, cache_path
             )
-            gen = {**suite.generation.model_dump(), **b.generation}
+            gen = {**suite.generation.model_dump(), **b.generation.as_dict()}
             opts = dict(b.options)
             if isinstance(opts.get("data_files"), dict):  # actors may run elsewhere: ship absolute paths
                 opts["data_files"] = {k: str(Path(v).resolve()) for k, v in opts["data_files"].items()}
@@ -455,7 +455,7 @@ def _framework_provenance(suite: SuiteConfig, results: list[Any]) -> list[Benchm
             name=b.key, version=";".join(f"{k}={v}" for k, v in (res.versions if res else {}).items()) or "unknown",
             framework=b.framework, task_type=b.name,
             num_samples=sum(1 for res in results for r in res.records if r.benchmark == b.key),
-            generation={**suite.generation.model_dump(), **b.generation}, metrics=[{"options": b.options}],
+            generation={**suite.generation.model_dump(), **b.generation.as_dict()}, metrics=[{"options": b.options}],
         ))  # fmt: skip
     return out
 
@@ -492,7 +492,9 @@ def _bench_provenance(
     suite: SuiteConfig, spec: BenchmarkSpec, totals: dict[tuple[str, str], int]
 ) -> BenchmarkProvenance:
     cfg = _cfg(suite, spec.name)
-    gen = suite.generation.model_copy(update={**spec.generation, **cfg.generation})
+    gen = GenerationOptions.model_validate(
+        {**suite.generation.model_dump(), **spec.generation, **cfg.generation.as_dict()}
+    )
     return BenchmarkProvenance(
         name=spec.name, version=spec.version, framework=spec.framework, modality=spec.modality,
         task_type=spec.task_type, data_path=str(spec.data_path), data_sha256=spec.data_sha256(),

@@ -45,7 +45,7 @@ def jobs_for(suite: SuiteConfig, bench_names: list[str], threads_total: int) -> 
         jobs.append({
             "benchmark": b.name, "model": m.name, "engine": m.engine, "model_path": str(path) if path else None,
             "engine_kwargs": per_process_engine_kwargs(m, threads), "threads": threads, "limit": b.limit,
-            "prompt": b.prompt, "overrides": b.generation, "generation": suite.generation.model_dump(mode="json"),
+            "prompt": b.prompt, "overrides": b.generation.as_dict(), "generation": suite.generation.model_dump(mode="json"),
         })  # fmt: skip
     return jobs
 

@@ -106,7 +106,7 @@ class BenchmarkSpec(BaseModel):
         """Records one at a time, in sample order (the loader reads rows as they are needed)."""
         from omnieval._registry import import_target
 
-        gen = generation.model_copy(update={**self.generation, **(overrides or {})})
+        gen = GenerationOptions.model_validate({**generation.model_dump(), **self.generation, **(overrides or {})})
         if self.records_fn is not None:
             build = import_target(self.records_fn)
             yield from build(self, model=model, generation=gen, limit=limit, **{**self.options, **(options or {})})

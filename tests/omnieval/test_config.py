@@ -61,6 +61,17 @@ def test_invalid_yaml_reports_line_and_column(tmp_path: Path) -> None:
     assert line.isdigit()
 
 
+def test_benchmark_generation_overrides_are_validated(tmp_path: Path) -> None:
+    p = write(tmp_path, GOOD.replace("name: mmlu_tiny", "name: mmlu_tiny\n    generation: {temperature: -5}"))
+    with pytest.raises(ConfigError, match=r"benchmarks\[0\]\.generation\.temperature: .*greater than or equal to 0"):
+        load_suite(p)
+    p = write(tmp_path, GOOD.replace("name: mmlu_tiny", "name: mmlu_tiny\n    generation: {bogus: 1}"))
+    with pytest.raises(ConfigError, match=r"benchmarks\[0\]\.generation\.bogus: unknown key"):
+        load_suite(p)
+    p = write(tmp_path, GOOD.replace("name: mmlu_tiny", "name: mmlu_tiny\n    generation: {max_tokens: 7, seed: null}"))
+    assert load_suite(p).benchmarks[0].generation.as_dict() == {"max_tokens": 7, "seed": None}  # only what was set
+
+
 def test_non_utf8_suite_is_one_line_naming_the_line(tmp_path: Path) -> None:
     p = tmp_path / "latin1.yaml"
     p.write_bytes(b"name: t\n# caf\xe9\nmodels: []\n")
@@ -70,7 +81,9 @@ def test_non_utf8_suite_is_one_line_naming_the_line(tmp_path: Path) -> None:
 
 def test_unknown_benchmark_suggests_the_close_name(tmp_path: Path) -> None:
     p = write(tmp_path, GOOD.replace("mmlu_tiny", "mmlu_tny"))
-    with pytest.raises(ConfigError, match=r"benchmarks\[0\]\.name: unknown benchmark 'mmlu_tny'\. Did you mean: mmlu_tiny"):
+    with pytest.raises(
+        ConfigError, match=r"benchmarks\[0\]\.name: unknown benchmark 'mmlu_tny'\. Did you mean: mmlu_tiny"
+    ):
         load_suite(p)
 
 
@@ -81,7 +94,10 @@ def test_wrong_type_names_key_and_points_to_schema(tmp_path: Path) -> None:
 
 
 def test_cross_field_errors(tmp_path: Path) -> None:
-    p = write(tmp_path, GOOD.replace("benchmarks:\n  - name: mmlu_tiny", "benchmarks:\n  - name: mmlu_tiny\n    models: [nope]"))
+    p = write(
+        tmp_path,
+        GOOD.replace("benchmarks:\n  - name: mmlu_tiny", "benchmarks:\n  - name: mmlu_tiny\n    models: [nope]"),
+    )
     with pytest.raises(ConfigError, match="unknown model 'nope'"):
         load_suite(p)
 
