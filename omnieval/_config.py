@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from omnieval._schema import GenerationOptions
 
@@ -142,6 +142,11 @@ class GenerationOverrides(_Config):
     def as_dict(self) -> dict[str, Any]:
         """Only the fields the suite set, to lay over the suite's generation options."""
         return self.model_dump(exclude_unset=True)
+
+    @model_serializer(mode="wrap")
+    def _only_set(self, handler: Any) -> dict[str, Any]:
+        """Dumped (manifests, rerun, resume) as written: an unset field must not come back as an explicit null."""
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
 
 
 class BenchmarkConfig(_Config):

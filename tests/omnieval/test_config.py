@@ -69,7 +69,12 @@ def test_benchmark_generation_overrides_are_validated(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"benchmarks\[0\]\.generation\.bogus: unknown key"):
         load_suite(p)
     p = write(tmp_path, GOOD.replace("name: mmlu_tiny", "name: mmlu_tiny\n    generation: {max_tokens: 7, seed: null}"))
-    assert load_suite(p).benchmarks[0].generation.as_dict() == {"max_tokens": 7, "seed": None}  # only what was set
+    suite = load_suite(p)
+    assert suite.benchmarks[0].generation.as_dict() == {"max_tokens": 7, "seed": None}  # only what was set
+    # what a manifest stores reloads to the same overrides (rerun, resume): unset fields do not become nulls
+    again = type(suite).model_validate(suite.model_dump(mode="json"))
+    assert again.benchmarks[0].generation.as_dict() == {"max_tokens": 7, "seed": None}
+    assert again.benchmarks[0].generation.model_dump(mode="json") == {"max_tokens": 7, "seed": None}
 
 
 def test_non_utf8_suite_is_one_line_naming_the_line(tmp_path: Path) -> None:
