@@ -234,14 +234,21 @@ class TransformersEngine(Engine):
         with torch.inference_mode():
             out = self._model.generate(**enc, generation_config=gc, tokenizer=tok)
         width = enc["input_ids"].shape[1]
-        row = out[0, width:].tolist()
+        return self._result(r, out[0, width:].tolist(), int(width), gc, None, t0)
+
+    def _result(self, r: GenerationRequest, row: list[int], prompt_tokens: int, gc: Any, pad: int | None,
+                t0: float) -> GenerationResult:  # fmt: skip
+        """A generated row as the request's result: cut after EOS (which counts) or at the batch's padding (which
+        does not), then at the first stop string."""
         eos = gc.eos_token_id if isinstance(gc.eos_token_id, list) else [gc.eos_token_id]
-        n = next((i for i, t in enumerate(row) if t in {int(e) for e in eos if e is not None}), None)
-        toks = row if n is None else row[: n + 1]
-        text, hit_stop = cut_at_stop(tok.decode(toks, skip_special_tokens=True), list(r.options.stop))
+        eos_ids = {int(e) for e in eos if e is not None}
+        ends = eos_ids if pad is None else eos_ids | {int(pad)}
+        n = next((i for i, t in enumerate(row) if t in ends), None)
+        toks = row if n is None else row[: n + 1 if row[n] in eos_ids else n]
+        text, hit_stop = cut_at_stop(self._tok.decode(toks, skip_special_tokens=True), list(r.options.stop))
         return GenerationResult(request_id=r.request_id, text=text,
                                 finish_reason="stop" if (n is not None or hit_stop) else "length",
-                                prompt_tokens=int(width), completion_tokens=len(toks),
+                                prompt_tokens=prompt_tokens, completion_tokens=len(toks),
                                 engine_latency_s=time.monotonic() - t0)  # fmt: skip
 
     def _generate_text(self, reqs: list[GenerationRequest]) -> list[GenerationResult]:
@@ -258,25 +265,9 @@ class TransformersEngine(Engine):
             torch.manual_seed(o.seed)
         with torch.inference_mode():
             out = self._model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gc, tokenizer=tok)
-        eos = gc.eos_token_id if isinstance(gc.eos_token_id, list) else [gc.eos_token_id]
-        eos_ids = {int(e) for e in eos if e is not None}
-        ends = eos_ids | {int(pad)}  # a row that finished early is padded up to the batch's longest row
-        results = []
-        for r, prompt, row in zip(reqs, ids, out[:, width:].tolist(), strict=True):
-            n = next((i for i, t in enumerate(row) if t in ends), None)
-            toks = row if n is None else row[: n + 1 if row[n] in eos_ids else n]  # EOS counts, padding does not
-            text, hit_stop = cut_at_stop(tok.decode(toks, skip_special_tokens=True), list(o.stop))
-            results.append(
-                GenerationResult(
-                    request_id=r.request_id,
-                    text=text,
-                    finish_reason="stop" if (n is not None or hit_stop) else "length",
-                    prompt_tokens=len(prompt),
-                    completion_tokens=len(toks),
-                    engine_latency_s=time.monotonic() - t0,
-                )
-            )
-        return results
+        # a row that finished early is padded up to the batch's longest row
+        return [self._result(r, row, len(prompt), gc, pad, t0)
+                for r, prompt, row in zip(reqs, ids, out[:, width:].tolist(), strict=True)]  # fmt: skip
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         if self._loop_task is None or self._loop_task.done():
