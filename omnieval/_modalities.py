@@ -9,12 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from omnieval._config import ModelConfig, SuiteConfig
-from omnieval._schema import Record
 from omnieval.errors import OmnievalUserError
-
-
-def record_modalities(r: Record) -> set[str]:
-    return {c.type for m in r.messages for c in m.content}
 
 
 def _weights_dir(m: ModelConfig) -> Path | None:

@@ -34,7 +34,7 @@ from omnieval._artifacts import (
     write_manifest,
 )
 from omnieval._config import SuiteConfig
-from omnieval._modalities import check_modalities, record_modalities
+from omnieval._modalities import check_modalities
 from omnieval._progress import RunProgress
 from omnieval._provenance import cluster_hostnames, git_commit, package_versions
 from omnieval._schema import GenerationOptions, Record
@@ -172,7 +172,7 @@ def plan_run(
     seen: dict[tuple[str, str], set[str]] = {}
     for r in iter_records(suite, specs):  # validates every sample in O(1) memory; the run builds them again lazily
         totals[(r.model, r.benchmark)] = totals.get((r.model, r.benchmark), 0) + 1
-        seen.setdefault((r.model, r.benchmark), set()).update(record_modalities(r))
+        seen.setdefault((r.model, r.benchmark), set()).update(r.modalities())
     video_inputs = check_modalities(suite, seen)
     if resume_dir is not None:
         run_id, created, config_path = old.run_id, old.created, old.config_path

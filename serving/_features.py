@@ -49,17 +49,13 @@ def _find_config(model_dir: Path) -> dict[str, Any] | None:
     return json.loads(cfg.read_text()) if cfg is not None and cfg.is_file() else None
 
 
-def hf_features(model_dir: Path | None, *, gguf_text: bool = True) -> EngineFeatures:
+def hf_features(model_dir: Path | None) -> EngineFeatures:
     """From a Hugging Face checkpoint's config.json; a GGUF file (converted to a text LM) or an unknown path: text."""
     if model_dir is None:
         return TEXT
     cfg = _find_config(model_dir)
     if cfg is None:
-        why = (
-            "a GGUF file holds a text LM"
-            if model_dir.suffix == ".gguf" and gguf_text
-            else f"no config.json in {model_dir}"
-        )
+        why = "a GGUF file holds a text LM" if model_dir.suffix == ".gguf" else f"no config.json in {model_dir}"
         return EngineFeatures(frozenset({"text"}), False, why)
     inner = cfg.get("thinker_config") or cfg  # Qwen2.5-Omni nests the multimodal model as its thinker
     mt = str(cfg.get("model_type", ""))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -86,45 +85,38 @@ def video_frames(path: str, num_frames: int, strategy: str | None, fps: float | 
     return tuple(out)
 
 
+def _mono(source: Any, rate: int, fmt: str) -> Any:
+    """Mono samples of the first audio stream of ``source`` (a path or a file object) at ``rate`` Hz, as PyAV's
+    resampler makes them in ``fmt`` (``s16``: int16, ``flt``: float32)."""
+    import numpy as np
+
+    av = _av()
+    chunks = []
+    with av.open(source) as c:
+        rs = av.AudioResampler(format=fmt, layout="mono", rate=rate)
+        for frame in c.decode(audio=0):
+            chunks += [f.to_ndarray().reshape(-1) for f in rs.resample(frame)]
+        chunks += [f.to_ndarray().reshape(-1) for f in rs.resample(None)]
+    dtype = np.int16 if fmt == "s16" else np.float32
+    return np.concatenate(chunks).astype(dtype) if chunks else np.zeros(0, dtype)
+
+
 @lru_cache(maxsize=64)
 def resampled_wav(path: str, rate: int) -> str:
     """Base64 16-bit mono WAV of a local audio file at ``rate`` Hz (the Record's ``sampling_rate``)."""
     import wave
 
-    av = _av()
-    p = _local(path, "audio")
-    pcm = bytearray()
-    with av.open(str(p)) as c:
-        rs = av.AudioResampler(format="s16", layout="mono", rate=rate)
-        for frame in c.decode(audio=0):
-            for f in rs.resample(frame):
-                pcm += bytes(f.planes[0])[: f.samples * 2]
-        for f in rs.resample(None):
-            pcm += bytes(f.planes[0])[: f.samples * 2]
+    pcm = _mono(str(_local(path, "audio")), rate, "s16")
     buf = io.BytesIO()
     with wave.open(buf, "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
         w.setframerate(rate)
-        w.writeframes(bytes(pcm))
+        w.writeframes(pcm.tobytes())
     return base64.b64encode(buf.getvalue()).decode()
 
 
 def decode_audio(data_b64: str, rate: int) -> Any:
     """An ``input_audio`` payload (any container FFmpeg reads) as float32 mono samples at ``rate`` Hz, what a
     transformers feature extractor takes."""
-    import numpy as np
-
-    av = _av()
-    chunks = []
-    with av.open(io.BytesIO(base64.b64decode(data_b64))) as c:
-        rs = av.AudioResampler(format="flt", layout="mono", rate=rate)
-        for frame in c.decode(audio=0):
-            chunks += [f.to_ndarray().reshape(-1) for f in rs.resample(frame)]
-        chunks += [f.to_ndarray().reshape(-1) for f in rs.resample(None)]
-    return np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, np.float32)
-
-
-def content_modalities(parts: Iterable[Any]) -> set[str]:
-    """Modalities of Record content entries (``TextContent`` etc. or their dicts)."""
-    return {p.type if hasattr(p, "type") else p["type"] for p in parts}
+    return _mono(io.BytesIO(base64.b64decode(data_b64)), rate, "flt")
