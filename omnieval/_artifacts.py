@@ -61,7 +61,9 @@ class BenchmarkProvenance(_Model):
     num_samples: int = 0
     """Samples evaluated."""
     prompt_template: str = ""
-    """Prompt template (Python format string over the sample fields)."""
+    """Prompt template over the sample fields, written as ``template_format`` says."""
+    template_format: str = "format"
+    """``format`` (Python format string) or ``jinja`` (a suite-defined benchmark)."""
     system_prompt: str | None = None
     """System prompt, if any."""
     postprocessor: str = "identity"

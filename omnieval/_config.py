@@ -9,7 +9,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from omnieval._schema import GenerationOptions
 
@@ -149,6 +158,144 @@ class GenerationOverrides(_Config):
         return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
 
 
+class FieldMap(_Config):
+    """Which column of a data row holds what. Every column is also a template variable under its own name."""
+
+    question: str | None = "question"
+    """Column with the question text (template variable ``question``); null when the template uses other columns."""
+    answer: str = "answer"
+    """Column with the reference: a string, or a list of acceptable answers. For ``mc`` an option letter, a 0-based
+    option index, or the text of the correct option."""
+    choices: str | list[str] | None = None
+    """Options of a multiple-choice row: one column holding a list, or several columns, one per option (CSV)."""
+    id: str | None = None
+    """Column with a stable sample id (kept in the Record)."""
+    image: str | None = None
+    """Column with an image path (relative to ``media_root``), http(s) URL or ``data:`` URI, or a list of them."""
+    video: str | None = None
+    """Column with a video path or URL, or a list of them."""
+    audio: str | None = None
+    """Column with an audio path or URL, or a list of them."""
+
+
+class BenchmarkDefinition(_Config):
+    """A benchmark defined in the suite (or its own YAML file) over a local data file, scored by registered
+    postprocessors and metrics like every built-in one."""
+
+    data: str
+    """JSONL, CSV or Parquet file, or a directory written by ``datasets``' ``save_to_disk``; relative paths are
+    relative to the file that defines the benchmark."""
+    format: Literal["jsonl", "csv", "parquet", "hf"] | None = None
+    """Data format; None infers it from the suffix (a directory is ``hf``)."""
+    split: str | None = None
+    """Split of a saved ``DatasetDict`` (``hf`` only); None needs a single-split directory."""
+    fields: FieldMap = Field(default_factory=FieldMap)
+    """Column mapping."""
+    template: str | None = None
+    """Jinja template of the user turn over the row's columns plus ``question``, ``choices``, ``options`` (the
+    lettered option block) and ``answer``. None: ``{{ question }}``, and for ``mc`` the options and an instruction
+    to answer with the letter."""
+    system_prompt: str | None = None
+    """System message, if any."""
+    fewshot: int = Field(default=0, ge=0)
+    """Worked examples before each question, as earlier user/assistant turns."""
+    fewshot_data: str | None = None
+    """File of the worked examples (same format rules as ``data``); None takes the first ``fewshot`` rows of
+    ``data``, which are then not evaluated."""
+    target_template: str | None = None
+    """Jinja template of a worked example's answer turn; None: the option letter for ``mc``, else the answer."""
+    task_type: str | None = None
+    """Registered task type (``omnieval list``: mc, math, open_qa, asr, st); gives the default postprocessor and
+    metrics."""
+    postprocessor: str | None = None
+    """Registered postprocessor; None takes the task type's."""
+    metrics: list[str] | None = Field(default=None, min_length=1)
+    """Registered metrics, the first is the headline; None takes the task type's."""
+    modality: Literal["text", "image", "video", "audio"] | None = None
+    """Input modality; None derives it from the mapped media fields (video, else audio, else image, else text)."""
+    media_root: str | None = None
+    """Directory that relative media paths are relative to; None is the data file's directory."""
+    num_frames: int | None = Field(default=None, ge=1)
+    """Frames the engine samples per video; None leaves it to the engine."""
+    sampling_rate: int | None = Field(default=None, gt=0)
+    """Rate (Hz) audio is resampled to; None keeps the file's own."""
+    generation: GenerationOverrides = Field(default_factory=lambda: GenerationOverrides())
+    """Generation overrides of this benchmark (``benchmarks[].generation`` still overrides these)."""
+    version: str = "1"
+    """Bump when data, template or scoring change."""
+    description: str = ""
+    """One line for reports."""
+
+    @model_validator(mode="after")
+    def _check(self) -> BenchmarkDefinition:
+        if self.task_type is None and self.metrics is None:
+            raise ValueError("set task_type (mc, math, open_qa, asr, st) or metrics, so the benchmark can be scored")
+        if self.template is None and self.fields.question is None:
+            raise ValueError("fields.question is null and there is no template; write a template over the columns")
+        fmt = self.data_format  # an unknown suffix is an error here, not when the rows are read
+        if self.split is not None and fmt != "hf":
+            raise ValueError(f"split is only for a saved datasets directory, and {self.data} is {fmt}")
+        derived = self.derived_modality
+        if self.modality is not None and self.modality != derived:
+            raise ValueError(
+                f"modality is {self.modality} but the mapped media fields give {derived}; map fields.{self.modality}"
+                f" to the column holding the {self.modality} paths, or drop modality"
+            )
+        return self
+
+    @property
+    def data_format(self) -> str:
+        return self.format or _infer_format(self.data)
+
+    @property
+    def derived_modality(self) -> Literal["text", "image", "video", "audio"]:
+        f = self.fields
+        return "video" if f.video else "audio" if f.audio else "image" if f.image else "text"
+
+
+_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def _infer_format(data: str) -> str:
+    if Path(data).is_dir():
+        return "hf"
+    fmt = _FORMATS.get(Path(data).suffix.lower())
+    if fmt is None:
+        raise ValueError(f"cannot tell the format of {data} from its suffix; set format (jsonl, csv, parquet, hf)")
+    return fmt
+
+
+_DEFINITION_PATHS = ("data", "fewshot_data", "media_root")
+
+
+def _resolve_definition(value: Any, base: Path) -> Any:
+    """A definition file is read here; relative paths become absolute against the file that wrote them, so the
+    manifest's copy of the suite re-runs from anywhere."""
+    if isinstance(value, str):
+        import yaml
+
+        path = (base / value).expanduser()
+        if not path.is_file():
+            raise ValueError(f"definition file not found: {path}; fix the path (relative to the suite file)")
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path}: not a readable YAML file ({type(e).__name__}); fix its syntax") from None
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{path}: a benchmark definition must be a mapping with at least data and task_type")
+        try:
+            return BenchmarkDefinition.model_validate(_resolve_definition(loaded, path.parent))
+        except ValidationError as e:
+            raise ValueError(f"{path}: {describe_errors(e.errors())}") from None
+    if isinstance(value, dict):
+        value = dict(value)
+        for key in _DEFINITION_PATHS:
+            p = value.get(key)
+            if isinstance(p, str) and "://" not in p:
+                value[key] = str((base / p).expanduser().resolve())
+    return value
+
+
 class BenchmarkConfig(_Config):
     name: str
     """Registered benchmark name (``omnieval list``), or the framework's own task name for other frameworks."""
@@ -170,6 +317,21 @@ class BenchmarkConfig(_Config):
     """Suite model that judges a rubric benchmark (the judge is just another pool member)."""
     judge_max_tokens: int = Field(default=256, ge=1)
     """Token budget of each judge reply (rubric verdicts are short)."""
+    define: BenchmarkDefinition | None = None
+    """Define the benchmark here instead of naming a registered one: the definition inline, or the path of a YAML
+    file holding it (relative to the suite file)."""
+
+    @field_validator("define", mode="before")
+    @classmethod
+    def _load_definition(cls, value: Any, info: ValidationInfo) -> Any:
+        return _resolve_definition(value, Path((info.context or {}).get("base_dir", ".")))
+
+    @model_validator(mode="after")
+    def _check_define(self) -> BenchmarkConfig:
+        if self.define is not None and self.framework != "builtin":
+            raise ValueError(f"define is for omnieval's own benchmarks; {self.framework} tasks are defined in "
+                             f"{self.framework}'s own files")  # fmt: skip
+        return self
 
     @property
     def key(self) -> str:
@@ -343,7 +505,10 @@ def describe_errors(errors: Sequence[Any], prefix: tuple[Any, ...] = ()) -> str:
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
     if err.get("type") == "extra_forbidden":
         return f"{key}: unknown key; remove it or check its spelling (omnieval schema lists valid keys){more}"
-    return f"{key}: {err.get('msg', 'invalid')}{more}; see `omnieval schema` for the expected type"
+    msg = str(err.get("msg", "invalid"))
+    if msg.startswith("Value error, "):  # our own validators already say what to fix
+        return f"{key}: {msg.removeprefix('Value error, ')}{more}"
+    return f"{key}: {msg}{more}; see `omnieval schema` for the expected type"
 
 
 def check_registered(suite: SuiteConfig, prefix: str = "") -> str | None:
@@ -354,6 +519,15 @@ def check_registered(suite: SuiteConfig, prefix: str = "") -> str | None:
     for i, b in enumerate(suite.benchmarks):
         at = f"{prefix}benchmarks[{i}]"
         if b.framework != "builtin":
+            continue
+        if b.define is not None:
+            from omnieval.benchmarks import check_definition
+
+            if b.name in BENCHMARKS:
+                return f"{at}.name: {b.name} is a built-in benchmark; give your definition another name"
+            problem = check_definition(b.define)
+            if problem:
+                return f"{at}.define: {problem}"
             continue
         if b.name not in BENCHMARKS:
             return f"{at}.name: {BENCHMARKS.unknown_message(b.name)}"
@@ -368,7 +542,6 @@ def check_registered(suite: SuiteConfig, prefix: str = "") -> str | None:
 def load_suite(path: str | Path) -> SuiteConfig:
     """Parse and validate a suite YAML; all problems become one ``ConfigError`` line."""
     import yaml
-    from pydantic import ValidationError
 
     p = Path(path)
     if not p.is_file():
@@ -388,7 +561,7 @@ def load_suite(path: str | Path) -> SuiteConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: top level must be a mapping with keys name, models, benchmarks")
     try:
-        suite = SuiteConfig.model_validate(data)
+        suite = SuiteConfig.model_validate(data, context={"base_dir": str(p.resolve().parent)})
     except ValidationError as e:
         raise ConfigError(f"{p}: {describe_errors(e.errors())}") from None
     problem = check_registered(suite)

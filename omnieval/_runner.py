@@ -39,7 +39,7 @@ from omnieval._progress import RunProgress
 from omnieval._provenance import cluster_hostnames, git_commit, package_versions
 from omnieval._schema import GenerationOptions, Record
 from omnieval._scoring import group
-from omnieval.benchmarks import BenchmarkSpec, get_benchmark
+from omnieval.benchmarks import BenchmarkSpec, custom_spec, get_benchmark
 
 if TYPE_CHECKING:
     from pool import ChunkResult
@@ -65,7 +65,11 @@ def new_run_id(suite: SuiteConfig) -> str:
 
 def builtin_specs(suite: SuiteConfig) -> dict[str, BenchmarkSpec]:
     """The suite's built-in benchmarks as it runs them, by key (framework tasks build their own samples)."""
-    return {b.key: effective_spec(get_benchmark(b.name), b) for b in suite.benchmarks if b.framework == "builtin"}
+    return {
+        b.key: effective_spec(custom_spec(b) if b.define else get_benchmark(b.name), b)
+        for b in suite.benchmarks
+        if b.framework == "builtin"
+    }
 
 
 def iter_records(suite: SuiteConfig, specs: dict[str, BenchmarkSpec]) -> Iterator[Record]:
@@ -374,7 +378,9 @@ def _finalize(plan: RunPlan, controller: Any, fw_results: list[Any], timings: di
             final = kept + fw_records
             run_verifier(final, suite.verifier)  # type: ignore[arg-type]
             for model in sorted({r.model for r in final}, key=lambda m: models[m]):
-                manifest.scores += verifier_rows([r for r in final if r.model == model], engine=engines[model])
+                manifest.scores += verifier_rows(
+                    [r for r in final if r.model == model], engine=engines[model], specs=specs
+                )
             timings["verifier_s"] = time.monotonic() - t0
         else:
             final = kept + fw_records  # judged Records, framework Records
@@ -500,6 +506,6 @@ def _bench_provenance(
         task_type=spec.task_type, data_path=str(spec.data_path), data_sha256=spec.data_sha256(),
         num_samples=sum(n for (_, b), n in totals.items() if b == spec.name),
         prompt_template=spec.prompt_template if cfg.prompt == "native" else spec.uniform_prompt_template,
-        system_prompt=spec.system_prompt, postprocessor=spec.postprocessor,
+        template_format=spec.template_format, system_prompt=spec.system_prompt, postprocessor=spec.postprocessor,
         metrics=[{"name": m.name, "settings": m.settings} for m in spec.metrics], generation=gen.model_dump(mode="json"),
     )  # fmt: skip

@@ -80,7 +80,7 @@ def mmproj_features(mmproj: str | None) -> EngineFeatures:
         from omnieval.errors import MissingDependencyError
 
         raise MissingDependencyError("reading an mmproj's capabilities needs gguf: pip install gguf") from None
-    fields = GGUFReader(mmproj).fields
+    fields = GGUFReader(Path(mmproj).expanduser()).fields
 
     def flag(key: str) -> bool:
         f = fields.get(key)

@@ -92,7 +92,7 @@ class LlamaCppEngine(ServerEngine):
             str(self._binary), "-m", str(self.model_path), "--host", "{host}", "--port", "{port}",
             "-t", str(self._threads()), "-c", str(n * int(self.opts["ctx_per_slot"])), "--parallel", str(n),
             "-b", str(self.opts["batch_size"]), "-fa", str(self.opts["flash_attn"]), "--no-webui", "--metrics",
-            *(["--mmproj", str(self.opts["mmproj"])] if self.opts["mmproj"] else []),
+            *(["--mmproj", str(Path(self.opts["mmproj"]).expanduser())] if self.opts["mmproj"] else []),
             *map(str, self.opts["extra_args"]),
         ]  # fmt: skip
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from omnieval._registry import Registry
 from omnieval.benchmarks._builtin import BUILTIN
+from omnieval.benchmarks._custom import CustomBenchmarkSpec, DefinitionError, check_definition, custom_spec
 from omnieval.benchmarks._spec import DATA_DIR, BenchmarkSpec, MetricSpec
 
 BENCHMARKS: Registry[BenchmarkSpec] = Registry("benchmark")
@@ -15,4 +16,14 @@ def get_benchmark(name: str) -> BenchmarkSpec:
     return BENCHMARKS.get(name)
 
 
-__all__ = ["BENCHMARKS", "DATA_DIR", "BenchmarkSpec", "MetricSpec", "get_benchmark"]
+__all__ = [
+    "BENCHMARKS",
+    "DATA_DIR",
+    "BenchmarkSpec",
+    "CustomBenchmarkSpec",
+    "DefinitionError",
+    "MetricSpec",
+    "check_definition",
+    "custom_spec",
+    "get_benchmark",
+]

@@ -46,9 +46,11 @@ class BenchmarkSpec(BaseModel):
     """``module:function`` turning the spec into sample dicts with ``fields``/``label``/``options``/``meta`` (and
     optional ``media`` content entries placed before the prompt text)."""
     prompt_template: str
-    """Benchmark-specific (native) prompt; ``str.format`` over the sample fields."""
+    """Benchmark-specific (native) prompt over the sample fields (see ``template_format``)."""
     uniform_prompt_template: str
     """Uniform prompt used for cross-framework comparison (paper Table 9)."""
+    template_format: Literal["format", "jinja"] = "format"
+    """How the templates are written: ``str.format`` (built-ins) or Jinja (suite-defined benchmarks)."""
     system_prompt: str | None = None
     """System message, if any."""
     postprocessor: str = "strip"

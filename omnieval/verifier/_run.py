@@ -11,15 +11,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omnieval._artifacts import ScoreRow
 from omnieval._config import VerifierConfig
 from omnieval._schema import GenerationOptions, Record
 from omnieval.verifier._parse import parse_rating
 from omnieval.verifier._prompt import Triple, build_prompt, record_triple
+
+if TYPE_CHECKING:
+    from omnieval.benchmarks import BenchmarkSpec
 
 log = logging.getLogger("omnieval.verifier")
 
@@ -225,7 +228,9 @@ def run_verifier(records: list[Record], cfg: VerifierConfig) -> None:
             r.metrics["verifier"] = float(v.rating)
 
 
-def verifier_rows(records: list[Record], *, engine: str) -> list[ScoreRow]:
+def verifier_rows(
+    records: list[Record], *, engine: str, specs: Mapping[str, BenchmarkSpec] | None = None
+) -> list[ScoreRow]:
     """One ``verifier`` ScoreRow per (model, benchmark): 100 × mean rating over the judged samples (None if none).
 
     ``num_errors`` counts inference failures (nothing to judge) plus judge failures (no rating after retries).
@@ -240,8 +245,8 @@ def verifier_rows(records: list[Record], *, engine: str) -> list[ScoreRow]:
         ratings = [r.metrics["verifier"] for r in recs if "verifier" in r.metrics]
         value = round(100.0 * sum(ratings) / len(ratings), 4) if ratings else None
         framework, modality = "builtin", "text"
-        if bench in BENCHMARKS:
-            spec = BENCHMARKS.get(bench)
+        spec = (specs or {}).get(bench) or (BENCHMARKS.get(bench) if bench in BENCHMARKS else None)
+        if spec is not None:  # the run's own specs know suite-defined benchmarks too
             framework, modality = spec.framework, spec.modality
         rows.append(
             ScoreRow(
