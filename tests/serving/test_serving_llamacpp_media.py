@@ -76,3 +76,41 @@ def test_llamacpp_mmproj_takes_images_and_frames(plumbing_models: dict[str, Path
     timing("llama.cpp mtmd plumbing VLM prompt tokens: text/512x128/512x512/2 frames/4 frames", str(list(n.values())))
     assert n["text"] < n["strip"] < n["square"]
     assert n["f4"] - n["text"] == 2 * (n["f2"] - n["text"]) > 0
+
+
+@pytest.mark.timeout(900)
+def test_suite_defined_image_benchmark_reaches_llamacpp_through_the_pool(
+    plumbing_models: dict[str, Path], tmp_path: Path
+) -> None:
+    """examples/custom_benchmark.yaml's easy-VQA benchmark (JSONL + PNG paths, defined in the suite) runs on the
+    mtmd replica: every answer is inferred from a prompt that holds the image (more tokens than the text alone)."""
+    import ray
+    import yaml
+    from ray import serve
+
+    from omnieval._config import SuiteConfig, check_registered
+    from omnieval._runner import run_suite
+    from omnieval.benchmarks import custom_spec
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    raw = yaml.safe_load((examples / "custom_benchmark.yaml").read_text())
+    gguf = plumbing_models["image-gguf"]
+    vlm = {**raw["models"][1], "source": {"kind": "path", "path": str(gguf / "lm.gguf")}}
+    vlm["engine_kwargs"] = {**vlm["engine_kwargs"], "mmproj": str(gguf / "mmproj.gguf"), "threads": 2}
+    raw.update(models=[vlm], benchmarks=[{**raw["benchmarks"][1], "limit": 4}], cache={"enabled": False})
+    suite = SuiteConfig.model_validate(raw, context={"base_dir": str(examples)})
+    assert check_registered(suite) is None
+    try:
+        res = run_suite(suite, output_dir=str(tmp_path / "runs"), show_progress=False)
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+    records = res.records
+    assert [r.sample_id for r in records] == [f"easyvqa-{i}" for i in range(4)]
+    usage = [r.output.usage for r in records if r.error is None and r.output is not None]
+    assert len(usage) == 4 and all(u is not None and u.completion_tokens > 0 for u in usage)
+    text_only = 40  # the question alone is ~35 prompt tokens (see the test above); one 64x64 image adds a tile
+    assert min(u.prompt_tokens for u in usage if u is not None) > text_only
+    (prov,) = res.manifest.benchmarks
+    assert prov.modality == "image" and prov.data_sha256 == custom_spec(suite.benchmarks[0]).data_sha256()
+    assert {s.metric for s in res.manifest.scores} >= {"exact_match", "anls"}
