@@ -6,6 +6,8 @@ from cluster._inventory import GPU_MEMORY_RESOURCE, NODE_ID_LABEL, NodeInfo, det
 from cluster._placement import (
     Demand,
     busy_reasons,
+    capacity,
+    check_replicas,
     choose_node,
     consumed,
     demand_of,
@@ -23,6 +25,8 @@ __all__ = [
     "Demand",
     "NodeInfo",
     "busy_reasons",
+    "capacity",
+    "check_replicas",
     "choose_node",
     "connect",
     "consumed",

@@ -9,6 +9,7 @@ is pinned to it by node-id label; tensor-parallel replicas get a STRICT_PACK pla
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,9 @@ class Demand:
         if isinstance(res, Demand):
             return res
         kw = engine_kwargs or {}
-        tp = max(int(res.get("tensor_parallel_size") or 1), int(kw.get("tensor_parallel_size") or kw.get("tp_size") or 1))
+        tp = max(
+            int(res.get("tensor_parallel_size") or 1), int(kw.get("tensor_parallel_size") or kw.get("tp_size") or 1)
+        )
         gpus = float(res.get("num_gpus") or 0.0)
         if tp > 1 and gpus == 0:
             gpus = 1.0  # a tensor-parallel rank is a GPU
@@ -158,6 +161,40 @@ def feasible_nodes(res: dict[str, Any] | Demand, nodes: list[NodeInfo] | None = 
             "lower resources/memory_gb/tensor_parallel_size, drop accelerator_type, or add a node that fits"
         )
     return ok
+
+
+def capacity(res: dict[str, Any] | Demand, node: NodeInfo) -> float:
+    """How many replicas of ``res`` ``node`` could hold at once by its totals (inf when they take none of its
+    resources); 0 when it cannot host even one."""
+    d = Demand.of(res)
+    if fits(node, d) is not None:
+        return 0.0
+    totals = {**node.resources, "CPU": node.cpus, "GPU": node.gpus}
+    # the epsilon keeps 1.0 / 0.1 CPUs from flooring to 9
+    return float(
+        min((math.floor(totals.get(k, 0.0) / v + 1e-9) for k, v in consumed(d, node).items()), default=math.inf)
+    )
+
+
+def check_replicas(
+    res: dict[str, Any] | Demand, replicas: int, model: str, nodes: list[NodeInfo] | None = None
+) -> None:
+    """Raise ``PlacementError`` at once when the cluster, even empty, could never hold ``replicas`` replicas at once.
+
+    Without it a suite asking for more replicas than fit deploys those that do, waits the placement timeout for room
+    that cannot come, and only then fails.
+    """
+    d = Demand.of(res)
+    nodes = inventory() if nodes is None else nodes
+    ok = feasible_nodes(d, nodes)  # none fits even one: that error, with each node's reason
+    per_node = {n.node_id: capacity(d, n) for n in ok}
+    if sum(per_node.values()) >= replicas:
+        return
+    where = "; ".join(f"node {n.node_id[:8]} ({n.hostname}): {per_node[n.node_id]:g}" for n in ok)
+    raise PlacementError(
+        f"model {model!r}: replicas: {replicas} need {d.describe()} each, but the cluster can hold at most "
+        f"{sum(per_node.values()):g} at once ({where}); lower replicas or resources, or add a node that fits"
+    )
 
 
 def choose_node(

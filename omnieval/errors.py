@@ -6,6 +6,8 @@ never retries ``OmnievalUserError`` (bad config, missing file): those reach the 
 
 from __future__ import annotations
 
+import sys
+
 
 class OmnievalError(Exception):
     """Base class."""
@@ -56,4 +58,17 @@ def clip(text: str, limit: int = 2000) -> str:
     if len(text) <= limit:
         return text
     head = limit // 4
-    return f"{text[:head]} […{len(text) - limit} chars…] {text[-(limit - head):]}"
+    return f"{text[:head]} […{len(text) - limit} chars…] {text[-(limit - head) :]}"
+
+
+def user_message(e: BaseException) -> str:
+    """The message the CLI prints for ``e``: its own one line, never the remote traceback Ray wraps around it.
+
+    An error raised inside an actor (the pool controller's ``PlacementError``, a framework client's user error)
+    reaches the driver as a ``RayTaskError`` that is also an instance of the original class, so it is caught as that
+    class; but its ``str()`` is the actor's whole traceback, and the original message is its ``cause``.
+    """
+    exc = sys.modules.get("ray.exceptions")  # ray is imported already whenever an error can have come through it
+    while exc is not None and isinstance(e, exc.RayTaskError) and isinstance(e.cause, BaseException):
+        e = e.cause
+    return str(e)

@@ -96,8 +96,15 @@ class PoolController:
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
     def ensure_model(self, model_cfg: dict[str, Any], run_id: str) -> list[ReplicaInfo]:
-        """Make sure ``model_cfg['replicas']`` healthy replicas of this exact spec exist; register the run."""
+        """Make sure ``model_cfg['replicas']`` healthy replicas of this exact spec exist; register the run.
+
+        A spec no node fits, or more replicas than the cluster could ever hold, raises ``PlacementError`` before any
+        replica is deployed.
+        """
+        from cluster import check_replicas, demand_of
+
         name = model_cfg["name"]
+        check_replicas(demand_of(model_cfg), int(model_cfg.get("replicas", 1)), name)
         fp = fingerprint(model_cfg)
         with self._lock:
             old = self._models.get(name)

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from omnieval._config import ConfigError
-from omnieval.errors import OmnievalError, OmnievalUserError
+from omnieval.errors import OmnievalError, OmnievalUserError, user_message
 
 __all__ = ["main"]
 
@@ -37,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list registered benchmarks, engines, metrics, routing policies")
 
     s = sub.add_parser("setup", help="one-off set-up steps")
-    s.add_argument("what", choices=["llamacpp", "model"], help="llamacpp: build llama-server; model: fetch the default GGUF")
+    s.add_argument(
+        "what", choices=["llamacpp", "model"], help="llamacpp: build llama-server; model: fetch the default GGUF"
+    )
 
     sub.add_parser("dashboard", help="serve or export the results dashboard", add_help=False)
     sub.add_parser("serve", help="run the remote job server", add_help=False)
@@ -62,17 +64,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return int(import_target(_PASSTHROUGH[argv[0]])(argv[1:]))
         except (ConfigError, OmnievalUserError) as e:
-            print(f"omnieval: error: {e}", file=sys.stderr)
+            print(f"omnieval: error: {user_message(e)}", file=sys.stderr)
             return 2
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         return _dispatch(args)
     except (ConfigError, OmnievalUserError) as e:
-        print(f"omnieval: error: {e}", file=sys.stderr)
+        print(f"omnieval: error: {user_message(e)}", file=sys.stderr)
         return 2
     except OmnievalError as e:
-        print(f"omnieval: error: {e}", file=sys.stderr)
+        print(f"omnieval: error: {user_message(e)}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("omnieval: interrupted; resume with `omnieval run --resume <artifact dir>`", file=sys.stderr)

@@ -133,16 +133,31 @@ def test_infeasible_request_fails_fast_with_reasons(gpu_cluster: dict[str, Any],
     assert ray.get(gpu_cluster["controller"].replicas.remote()) == []
 
 
+@pytest.mark.timeout(60)
+def test_more_replicas_than_ever_fit_fail_before_any_deploy(gpu_cluster: dict[str, Any]) -> None:
+    # one 2-GPU A100 replica fits the A100 node; two never can, so nothing is deployed and nothing waits
+    res = {"num_cpus": 0.5, "num_gpus": 2, "accelerator_type": "A100"}
+    with pytest.raises(PlacementError, match=r"model 'two-a100': replicas: 2 need .* at most 1 at once") as ei:
+        _deploy(gpu_cluster, "two-a100", res, replicas=2)
+    assert f"node {gpu_cluster['A100'][:8]}" in str(ei.value) and "busy" not in str(ei.value)
+    assert ray.get(gpu_cluster["controller"].replicas.remote("two-a100")) == []
+
+
 @pytest.mark.timeout(120)
 def test_feasible_but_busy_fails_after_bounded_wait(gpu_cluster: dict[str, Any]) -> None:
-    # the A100 node fits one 2-GPU replica at a time; the second waits placement_wait_s (3 s) and then says why
+    # the A100 node fits one 2-GPU replica at a time; while one model holds it, another waits placement_wait_s (3 s)
+    # and then says why
     res = {"num_cpus": 0.5, "num_gpus": 2, "accelerator_type": "A100"}
-    with pytest.raises(PlacementError, match="busy after waiting 3s") as ei:
-        _deploy(gpu_cluster, "two-a100", res, replicas=2)
-    assert "free GPUs < 2" in str(ei.value)
-    reps = ray.get(gpu_cluster["controller"].replicas.remote("two-a100"))
-    assert len(reps) == 1 and reps[0].node_id == gpu_cluster["A100"]
-    _release(gpu_cluster, "two-a100")
+    (first,) = _deploy(gpu_cluster, "a100-first", res)
+    assert first.node_id == gpu_cluster["A100"]
+    try:
+        with pytest.raises(PlacementError, match="busy after waiting 3s") as ei:
+            _deploy(gpu_cluster, "a100-second", res)
+        assert "free GPUs < 2" in str(ei.value)
+        assert ray.get(gpu_cluster["controller"].replicas.remote("a100-second")) == []
+    finally:
+        _release(gpu_cluster, "a100-second")
+        _release(gpu_cluster, "a100-first")
     wait_until(
         lambda: next(n for n in inventory() if n.node_id == gpu_cluster["A100"]).available.get("GPU") == 2,
         30,

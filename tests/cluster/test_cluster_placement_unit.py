@@ -11,6 +11,8 @@ from cluster import (
     NODE_ID_LABEL,
     Demand,
     NodeInfo,
+    capacity,
+    check_replicas,
     choose_node,
     consumed,
     demand_of,
@@ -120,3 +122,24 @@ def test_memory_estimate_from_local_weights_is_lenient(tmp_path: Path) -> None:
     assert fits(no_mem, d) is None
     assert "declares no" in (fits(no_mem, {"num_gpus": 1, "memory_gb": 1}) or "")
     assert demand_of({"source": {"kind": "path", "path": str(w)}, "resources": {"num_cpus": 1}}).memory_gb is None
+
+
+def test_capacity_counts_whole_replicas_by_totals_whatever_is_busy() -> None:
+    assert capacity({"num_cpus": 1}, node("small", cpus=2, CPU=0)) == 2  # by totals: what is busy now frees later
+    assert capacity({"num_cpus": 0.1}, node("small", cpus=1)) == 10  # no float floor to 9
+    assert capacity({"num_cpus": 1, "num_gpus": 2, "accelerator_type": "A100"}, A100) == 1
+    assert capacity({"num_cpus": 1, "num_gpus": 1, "memory_gb": 60}, A100) == 2  # 160 GiB / 60 on 2 GPUs
+    assert capacity({"num_cpus": 1, "num_gpus": 1}, CPU) == 0  # cannot host one
+    assert capacity({"num_cpus": 0}, CPU) == float("inf")
+
+
+def test_more_replicas_than_the_cluster_holds_fail_at_once_naming_each_node() -> None:
+    check_replicas({"num_cpus": 1}, 18, "m", [node("small", cpus=2), CPU])  # 2 + 16 fit
+    with pytest.raises(PlacementError) as ei:
+        check_replicas({"num_cpus": 1}, 3, "m", [node("small", cpus=2)])
+    assert str(ei.value) == (
+        "model 'm': replicas: 3 need num_cpus=1 each, but the cluster can hold at most 2 at once "
+        "(node small (small): 2); lower replicas or resources, or add a node that fits"
+    )
+    with pytest.raises(PlacementError, match=r"no node can host a replica needing num_cpus=1, num_gpus=1 .*0 GPUs < 1"):
+        check_replicas({"num_cpus": 1, "num_gpus": 1}, 1, "m", [CPU])

