@@ -33,21 +33,22 @@ class BenchmarkScorer:
     """Scores one (model, benchmark) group a record at a time, so a run never holds the group to score it.
 
     Each record is postprocessed and gets its per-sample metric values; a mean metric keeps only a running sum and a
-    corpus metric (one that defines its own ``aggregate``: BLEU, chrF, WER) keeps only the prediction and reference
-    strings it recomputes from. ``rows()`` gives one ScoreRow per metric on 0–100, failed samples counted as wrong.
+    ``corpus_level`` metric (BLEU, chrF, WER) keeps only the prediction and reference strings it recomputes from.
+    ``rows()`` gives one ScoreRow per metric on 0–100. Failed samples count as wrong: a mean metric divides by every
+    sample, a corpus metric gets an empty prediction for them (no n-gram matches, all deletions), so a run with errors
+    never scores better than one without.
     """
 
     def __init__(self, spec: BenchmarkSpec, *, model: str, engine: str) -> None:
-        from omnieval.metrics import Metric, make_metric
+        from omnieval.metrics import make_metric
         from omnieval.postprocess import get_postprocessor
 
         self.spec, self.model, self.engine = spec, model, engine
         self._post = get_postprocessor(spec.postprocessor)
         self._metrics = [(ms.name, make_metric(ms.name, **ms.settings)) for ms in spec.metrics]
-        self._corpus_kind = {n: type(m).aggregate is not Metric.aggregate for n, m in self._metrics}
         self._sums = {n: 0.0 for n, _ in self._metrics}
         self._strings: dict[str, tuple[list[str | None], list[Any]]] = {
-            n: ([], []) for n, c in self._corpus_kind.items() if c
+            n: ([], []) for n, m in self._metrics if m.corpus_level
         }
         self.n = 0
         self.ok = 0
@@ -56,7 +57,11 @@ class BenchmarkScorer:
         """Postprocess and score ``r`` in place, and fold it into the aggregates."""
         self.n += 1
         _postprocess_one(r, self._post, self.spec.postprocessor)
-        if r.error is not None or r.output is None:
+        failed = r.error is not None or r.output is None
+        for preds, refs in self._strings.values():
+            preds.append(None if failed else r.prediction_postprocessed)  # None: scored as the empty string
+            refs.append(r.label)
+        if failed:
             return
         self.ok += 1
         pred, ref = r.prediction_postprocessed, r.label
@@ -64,10 +69,6 @@ class BenchmarkScorer:
             v = float(metric.score(pred, ref, r))
             r.metrics[name] = v
             self._sums[name] += v
-            if name in self._strings:
-                preds, refs = self._strings[name]
-                preds.append(pred)
-                refs.append(ref)
 
     def rows(self) -> list[ScoreRow]:
         rows = []
@@ -79,9 +80,8 @@ class BenchmarkScorer:
                 value = metric.aggregate([], preds, refs)
             else:
                 value = 100.0 * self._sums[name] / self.ok
-            # Failed samples count as wrong: a run with errors must not look better than one without.
-            if value is not None and metric.higher_is_better and not _corpus(name):
-                value = value * self.ok / self.n
+                if metric.higher_is_better:  # failed samples count as wrong (0)
+                    value = value * self.ok / self.n
             rows.append(
                 ScoreRow(
                     model=self.model, benchmark=self.spec.name, metric=name,
@@ -93,18 +93,12 @@ class BenchmarkScorer:
         return rows
 
 
-def score_benchmark(
-    records: list[Record], spec: BenchmarkSpec, *, model: str, engine: str
-) -> list[ScoreRow]:
+def score_benchmark(records: list[Record], spec: BenchmarkSpec, *, model: str, engine: str) -> list[ScoreRow]:
     """Per-sample metrics into each Record and one ScoreRow per metric (0–100)."""
     scorer = BenchmarkScorer(spec, model=model, engine=engine)
     for r in records:
         scorer.add(r)
     return scorer.rows()
-
-
-def _corpus(name: str) -> bool:
-    return name in ("bleu", "chrf", "wer")
 
 
 def group(records: list[Record]) -> dict[tuple[str, str], list[Record]]:
@@ -133,9 +127,17 @@ def score_judged(
         records[i].metrics, records[i].meta, records[i].error = r.metrics, r.meta, r.error
     n_err = sum(1 for r in records if r.error is not None)
     return [
-        ScoreRow(model=model, benchmark=spec.name, metric=name, value=None if math.isnan(v) else round(v, 4),
-                 num_samples=len(records), num_errors=n_err, engine=engine, framework=spec.framework,
-                 modality=spec.modality)  # fmt: skip
+        ScoreRow(
+            model=model,
+            benchmark=spec.name,
+            metric=name,
+            value=None if math.isnan(v) else round(v, 4),
+            num_samples=len(records),
+            num_errors=n_err,
+            engine=engine,
+            framework=spec.framework,
+            modality=spec.modality,
+        )  # fmt: skip
         for name, v in aggregate(records).items()
         if not name.startswith("n_")
     ]

@@ -12,12 +12,16 @@ class Metric(ABC):
     """A metric shared by every framework that defines a benchmark of its task type.
 
     ``score`` gives a per-sample value stored in ``Record.metrics``; ``aggregate`` turns a benchmark's samples into
-    one number on a 0–100 scale (WER and BLEU are corpus-level, so they recompute from all samples rather than
-    averaging per-sample values). ``settings`` are recorded in the run manifest so a rerun uses the same ones.
+    one number on a 0–100 scale (``corpus_level`` metrics recompute it from all samples rather than averaging
+    per-sample values). ``settings`` are recorded in the run manifest so a rerun uses the same ones.
     """
 
     name: ClassVar[str]
     higher_is_better: ClassVar[bool] = True
+    corpus_level: ClassVar[bool] = False
+    """True when ``aggregate`` recomputes from every sample's prediction and reference (BLEU, chrF, WER) instead of
+    averaging per-sample values; the scorer then keeps those strings and gives a failed sample an empty prediction,
+    so it counts as wrong rather than vanishing from the corpus."""
 
     def __init__(self, **settings: Any) -> None:
         self.settings = settings
@@ -30,8 +34,10 @@ class Metric(ABC):
         """Benchmark-level value on 0–100; the default is the mean per-sample score × 100."""
         if not predictions:
             return float("nan")
-        return 100.0 * sum(self.score(p, r, rec) for p, r, rec in zip(predictions, references, records, strict=True)) / len(
-            predictions
+        return (
+            100.0
+            * sum(self.score(p, r, rec) for p, r, rec in zip(predictions, references, records, strict=True))
+            / len(predictions)
         )
 
     def spec(self) -> dict[str, Any]:

@@ -30,6 +30,7 @@ class BLEU(Metric):
     """
 
     name: ClassVar[str] = "bleu"
+    corpus_level: ClassVar[bool] = True
 
     def __init__(self, *, tokenize: str = "13a", lowercase: bool = False) -> None:
         super().__init__(tokenize=tokenize, lowercase=lowercase)

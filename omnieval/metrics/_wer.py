@@ -34,6 +34,7 @@ class WER(Metric):
 
     name: ClassVar[str] = "wer"
     higher_is_better: ClassVar[bool] = False
+    corpus_level: ClassVar[bool] = True
 
     def __init__(self, *, normalize: bool = True) -> None:
         super().__init__(normalize=normalize)
