@@ -139,6 +139,8 @@ def build_leaderboard(cells: list[Cell], filters: dict[str, str | None] | None =
 
     Columns are the benchmarks with any passing cell *ignoring the model filter*, so a single selected model still
     shows its coverage gaps; rows are models with at least one passing cell. A missing cell is None.
+    ``radar_default`` is the cell field the radar plots until the user picks one: ``verifier`` when any shown cell has
+    a verifier score, else ``value`` (each benchmark's headline metric), so runs without the verifier still draw.
     """
     f = {k: v for k, v in (filters or {}).items() if k in FILTER_KEYS and v}
     no_model = {k: v for k, v in f.items() if k != "model"}
@@ -182,6 +184,7 @@ def build_leaderboard(cells: list[Cell], filters: dict[str, str | None] | None =
         "models": models,
         "options": {k: sorted({getattr(c, k) for c in cells}) for k in FILTER_KEYS},
         "applied": f,
+        "radar_default": "verifier" if any(c.verifier is not None for c in row_cells) else "value",
     }
 
 

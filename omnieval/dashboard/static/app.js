@@ -6,7 +6,7 @@
   const FILTERS = ["modality", "engine", "framework", "model"];
   const PALETTE = ["#3b6fd8", "#e0662f", "#2f9e5a", "#b8428c", "#8a6ad6", "#c9a227", "#1f9bb0", "#7a7f8c"];
   const SVGNS = "http://www.w3.org/2000/svg";
-  const state = { lb: null, runs: [], radarModels: null, radarBenchOff: null, colors: {}, seq: 0 };
+  const state = { lb: null, runs: [], radarModels: null, radarBenchOff: null, radarPicked: false, colors: {}, seq: 0 };
 
   const $ = (id) => document.getElementById(id);
   function el(tag, attrs, ...kids) {
@@ -70,6 +70,7 @@
       benchmarks: names.map((b) => ({ name: b, modality: benches[b].modality, framework: benches[b].framework,
         metric: metrics[b] ? [...metrics[b]].sort(cmp).join("/") : null })),
       models, options, applied: f,
+      radar_default: rowCells.some((c) => c.verifier != null) ? "verifier" : "value",
     };
   }
 
@@ -306,6 +307,8 @@
       for (const k of FILTERS) fillSelect($("filter-" + k), lb.options[k], true, "all");
       renderLeaderboard(lb);
       syncRadarSelection(lb);
+      // the verifier score only where some run has one, else each benchmark's headline metric; a pick sticks
+      if (!state.radarPicked) $("radar-metric").value = lb.radar_default;
       renderRadar();
       renderRuns(runs);
       const when = STATIC ? `static export, generated ${STATIC.generated}` : `updated ${new Date().toLocaleTimeString()}`;
@@ -321,7 +324,7 @@
   for (const k of FILTERS) $("filter-" + k).addEventListener("change", refresh);
   $("filter-reset").addEventListener("click", () => { for (const k of FILTERS) $("filter-" + k).value = ""; refresh(); });
   $("reload").addEventListener("click", refresh);
-  $("radar-metric").addEventListener("change", renderRadar);
+  $("radar-metric").addEventListener("change", () => { state.radarPicked = true; renderRadar(); });
   for (const side of ["a", "b"]) $("compare-run-" + side).addEventListener("change", () => {
     $("compare-model-" + side).replaceChildren(); // the other run's models don't apply
     syncCompareBenchmarks();

@@ -121,6 +121,7 @@ def test_dashboard_in_browser(driver: Any, runs_dir: Path, tmp_path: Path, live_
 
         # radar: one polygon per default-selected model, one vertex per benchmark, not collapsed to the centre
         radar = _wait(driver, lambda d: d.execute_script(_RADAR_JS), "radar polygons")
+        assert driver.find_element(By.ID, "radar-metric").get_attribute("value") == "verifier"  # every run has it
         assert sorted(p["model"] for p in radar) == ["alpha", "beta", "gamma"]
         for p in radar:
             assert len(p["points"]) == 4
@@ -184,3 +185,35 @@ def test_dashboard_in_browser(driver: Any, runs_dir: Path, tmp_path: Path, live_
         assert got_cov == [f"{math.floor(m['coverage'] + 0.5)}%" for m in expected["models"]]  # JS Math.round
     assert driver.execute_script(_RADAR_JS)
     assert "static export" in driver.find_element(By.ID, "status").text
+
+
+def test_radar_without_verifier_scores_plots_the_headline_metric(
+    driver: Any, tmp_path: Path, live_server, run_factory
+) -> None:
+    """The radar used to default to the verifier score and collapse every polygon to the centre without one."""
+    from selenium.webdriver.common.by import By
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    scores = {("alpha", "mmlu_mini"): (50.0, None), ("alpha", "gsm8k_mini"): (30.0, None)}
+    scores |= {("alpha", "mmmu_mini"): (70.0, None), ("beta", "mmlu_mini"): (90.0, None)}
+    run_factory(runs, "n1", "2025-01-01T00:00:00", scores)
+
+    def plotted(d: Any) -> dict[str, int]:
+        """Model -> vertices off the centre (an unplotted score sits at the centre, 280,240)."""
+        return {p["model"]: sum(xy != [280, 240] for xy in p["points"]) for p in d.execute_script(_RADAR_JS)}
+
+    with live_server(create_app(runs)) as url:
+        driver.get(url + "/")
+        _wait(driver, lambda d: plotted(d) == {"alpha": 3, "beta": 1}, "radar of headline metrics")
+        assert driver.find_element(By.ID, "radar-metric").get_attribute("value") == "value"
+        _select(driver, "radar-metric", "verifier")  # a choice the user makes sticks across refreshes
+        _wait(driver, lambda d: plotted(d) == {"alpha": 0, "beta": 0}, "radar of (absent) verifier scores")
+        driver.find_element(By.ID, "reload").click()
+        _wait(driver, lambda d: d.find_element(By.ID, "status").text.startswith("1 run"), "reload")
+        assert driver.find_element(By.ID, "radar-metric").get_attribute("value") == "verifier"
+
+    page = export_static(runs, tmp_path / "site")  # the static export's mirror of the leaderboard picks the same
+    driver.get(page.as_uri())
+    _wait(driver, lambda d: plotted(d) == {"alpha": 3, "beta": 1}, "static export radar")
+    assert driver.find_element(By.ID, "radar-metric").get_attribute("value") == "value"

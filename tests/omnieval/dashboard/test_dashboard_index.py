@@ -90,6 +90,22 @@ def test_nan_and_missing_verifier(runs_dir: Path, run_factory) -> None:
     assert rows["alpha"]["coverage"] == 75.0
 
 
+def test_radar_defaults_to_a_score_that_exists(runs_dir: Path, tmp_path: Path, run_factory) -> None:
+    assert ArtifactIndex(runs_dir).leaderboard()["radar_default"] == "verifier"
+    bare = tmp_path / "no-verifier"
+    bare.mkdir()
+    run_factory(
+        bare, "n1", "2025-01-01T00:00:00", {("alpha", "mmlu_mini"): (50.0, None), ("beta", "asr_mini"): (7.0, None)}
+    )
+    lb = ArtifactIndex(bare).leaderboard()
+    assert lb["radar_default"] == "value"  # the headline metric: plotting the verifier would draw nothing
+    assert [c["value"] for m in lb["models"] for c in m["cells"].values() if c] == [50.0, 7.0]
+    # a filter that leaves only cells without a verifier score switches the default too
+    run_factory(runs_dir, "r7", "2025-05-01T00:00:00", {("delta", "asr_mini"): (80.0, None)})
+    assert ArtifactIndex(runs_dir).leaderboard(model="delta")["radar_default"] == "value"
+    assert ArtifactIndex(runs_dir).leaderboard(model="gamma")["radar_default"] == "verifier"
+
+
 def test_rescan_new_changed_and_removed_runs(runs_dir: Path, run_factory) -> None:
     index = ArtifactIndex(runs_dir)
     assert "delta" not in _rows(index.leaderboard())
