@@ -8,9 +8,11 @@ other nodes reach it; clients on the same node use loopback (``Endpoint.url_for`
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -62,11 +64,81 @@ def die_with_parent() -> None:
         pass
 
 
+KEEP_FAILED = 32
+"""Logs of servers that failed to start or died are kept for inspection, up to this many (the newest) per host."""
+
+_owner: tuple[int, Path, int] | None = None
+"""This process's pid, own log directory and the descriptor holding its lock (for the life of the process)."""
+
+
 def log_dir() -> Path:
-    """Server logs live here (one per process, removed when it stops cleanly), not loose in the system temp dir."""
+    """Root of every server log on this host, not loose in the system temp dir.
+
+    ``owner-*/`` holds each live process's logs (removed at a clean stop, swept once that process is gone) and
+    ``failed/`` the logs of servers that failed to start or died, kept until ``KEEP_FAILED`` newer ones replace them.
+    """
     d = Path(tempfile.gettempdir()) / "omnieval-servers"
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def failed_log_dir() -> Path:
+    d = log_dir() / "failed"
+    d.mkdir(exist_ok=True)
+    return d
+
+
+def owner_log_dir() -> Path:
+    """This process's log directory, locked while it lives so a sweep removes it only once it is gone.
+
+    A replica killed with its process (Serve restarts, ``ray stop``, a test's teardown) never stops its server
+    cleanly: the server dies with it (``die_with_parent``) and its log would stay forever. The lock (``flock``,
+    released by the kernel however the process ends) is what tells a later sweep that the owner is gone.
+    """
+    global _owner
+    root = log_dir()
+    if _owner is not None and _owner[0] == os.getpid() and _owner[1].parent == root and _owner[1].is_dir():
+        return _owner[1]
+    sweep_logs()
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
+    fd = os.open(staging / ".lock", os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    d = root / f"owner-{os.getpid()}-{staging.name.removeprefix('.staging-')}"
+    staging.rename(d)  # a sweep sees the directory only once it is locked
+    _owner = (os.getpid(), d, fd)  # an earlier lock (another temp root, a forked parent's) stays held: live logs
+    return d
+
+
+def sweep_logs() -> list[Path]:
+    """Remove the log directories whose owner process is gone (their lock is free); returns what it removed."""
+    removed = []
+    for d in sorted(log_dir().glob("owner-*")):
+        if _owner is not None and d == _owner[1]:
+            continue
+        try:
+            fd = os.open(d / ".lock", os.O_RDWR)
+        except FileNotFoundError:  # swept by another process meanwhile
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # its owner is alive
+            os.close(fd)
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        os.close(fd)
+        removed.append(d)
+    return removed
+
+
+def _prune_failed(keep: int = KEEP_FAILED) -> None:
+    logs = []
+    for p in failed_log_dir().glob("*.log"):
+        try:
+            logs.append((p.stat().st_mtime, p))
+        except FileNotFoundError:  # pruned by another process meanwhile
+            continue
+    for _, p in sorted(logs, reverse=True)[keep:]:
+        p.unlink(missing_ok=True)
 
 
 class ManagedServer:
@@ -111,7 +183,7 @@ class ManagedServer:
         cmd = self.command()
         if self.api_key and api_key_flag:
             cmd += [api_key_flag, self.api_key]
-        fd, log = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".log", dir=log_dir())
+        fd, log = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".log", dir=owner_log_dir())
         self.log_path = Path(log)
         env = {**os.environ, **self.env} if self.env else None
         self.proc = subprocess.Popen(
@@ -126,7 +198,7 @@ class ManagedServer:
             while time.monotonic() < deadline:
                 if not self.alive():
                     assert self.proc is not None
-                    raise ReplicaDead(f"{self.name} exited with {self.proc.returncode} at start: {self.log_tail()}")
+                    raise ReplicaDead(f"{self.name} exited with {self.proc.returncode} at start: {self.failure_log()}")
                 try:
                     r = await client.get(self.local_url + self.health_path)
                     if r.status_code == 200:
@@ -134,7 +206,7 @@ class ManagedServer:
                 except httpx.HTTPError:
                     pass
                 await asyncio.sleep(0.2)  # waiting on an external process's port: no event to await
-        raise ReplicaDead(f"{self.name} not ready after {timeout_s}s: {self.log_tail()}")
+        raise ReplicaDead(f"{self.name} not ready after {timeout_s}s: {self.failure_log()}")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -148,8 +220,25 @@ class ManagedServer:
             return ""
         return " | ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-n:])
 
+    def keep_log(self) -> Path | None:
+        """Move the log to ``failed/``, out of reach of the clean-stop removal and of sweeps; where it now is."""
+        if self.log_path is None or self.log_path.parent == failed_log_dir() or not self.log_path.exists():
+            return self.log_path
+        dest = failed_log_dir() / self.log_path.name
+        os.replace(self.log_path, dest)  # same filesystem; a server still writing keeps writing to it
+        self.log_path = dest
+        _prune_failed()
+        return dest
+
+    def failure_log(self) -> str:
+        """The log's tail and where the whole of it is kept, for the error of a server that failed or died."""
+        path = self.keep_log()
+        where = f"; full log: {socket.gethostname()}:{path}" if path is not None else ""
+        return f"{self.log_tail()}{where}"
+
     def stop(self) -> None:
-        """Terminate (then kill) the process; the log is removed after a clean stop, kept after a crash."""
+        """Terminate (then kill) the process; the log is removed after a clean stop, kept in ``failed/`` after a
+        crash."""
         crashed = self.proc is not None and self.proc.poll() not in (None, 0)
         if self.alive():
             assert self.proc is not None
@@ -160,7 +249,9 @@ class ManagedServer:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
-        if self.log_path is not None and not crashed:
+        if crashed:
+            self.keep_log()
+        elif self.log_path is not None and self.log_path.parent != failed_log_dir():
             self.log_path.unlink(missing_ok=True)
 
 
@@ -243,15 +334,18 @@ class ServerEngine(OpenAIEngine):
             return {}
 
     async def check_health(self) -> bool:
-        if self._server is None or not self._server.alive():
+        if self._server is None:
+            return False
+        if not self._server.alive():
+            self._server.keep_log()  # died under a live replica: the log says why
             return False
         return await super().check_health()
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         if self._server is not None and not self._server.alive():
             assert self._server.proc is not None
-            raise ReplicaDead(f"{self.name} server exited with {self._server.proc.returncode}",
-                              replica_id=self._stats.replica_id)  # fmt: skip
+            raise ReplicaDead(f"{self.name} server exited with {self._server.proc.returncode}: "
+                              f"{self._server.failure_log()}", replica_id=self._stats.replica_id)  # fmt: skip
         return await super().generate(request)
 
     @property
