@@ -22,6 +22,19 @@ def score_table(manifest: RunManifest) -> Table:
     return t
 
 
+def throughput_line(manifest: RunManifest) -> str:
+    """The end-of-run throughput line. Rates are over the requests this run inferred; a run that inferred none
+    (every answer from the response cache, or a resume with nothing left) says so instead of printing 0 tok/s."""
+    tp = manifest.throughput
+    head = f"inference {manifest.timings.get('inference_s', 0):.1f}s"
+    inferred, hits = int(tp.get("inferred", 0)), int(tp.get("cache_hits", 0))
+    cached = f"{hits} answered from the response cache" if hits else ""
+    if not inferred:
+        return f"{head} · no request inferred" + (f" ({cached})" if cached else "")
+    rates = f"{tp.get('output_tokens_per_s', 0):.1f} output tok/s · {tp.get('requests_per_s', 0):.2f} req/s"
+    return f"{head} · {rates}" + (f" · {cached}" if cached else "")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from omnieval._runner import run_suite
 
@@ -37,11 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )  # fmt: skip
     console = Console()
     console.print(score_table(result.manifest))
-    tp = result.manifest.throughput
-    console.print(
-        f"inference {result.manifest.timings.get('inference_s', 0):.1f}s · "
-        f"{tp.get('output_tokens_per_s', 0):.1f} output tok/s · {tp.get('requests_per_s', 0):.2f} req/s"
-    )
+    console.print(throughput_line(result.manifest))
     print(f"artifact: {result.run_dir}", file=sys.stdout)
     errors = {(s.model, s.benchmark): s.num_errors for s in result.manifest.scores}
     if any(errors.values()):

@@ -67,6 +67,9 @@ class GenerationResult(BaseModel):
     """Replica that served it."""
     cached_prompt_tokens: int | None = None
     """Prompt tokens reused from the engine's KV cache (None when the engine does not report it)."""
+    from_cache: bool = Field(default=False, exclude=True)
+    """Answered from the response cache, not inferred now (set by whoever read the cache; never stored in it), so
+    throughput counts it as a cache hit rather than a request served."""
 
 
 class EngineStats(BaseModel):

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from omnieval._artifacts import ScoreRow
 from omnieval._schema import Record
+from serving._types import GenerationResult
 
 
 class FrameworkResult(BaseModel):
@@ -25,6 +26,12 @@ class FrameworkResult(BaseModel):
     """Framework package versions (provenance)."""
     raw: dict[str, Any] = Field(default_factory=dict)
     """The framework's own results block, kept for inspection."""
+
+
+def cache_meta(result: GenerationResult | BaseException | None) -> dict[str, Any]:
+    """``Record.meta`` marking a sample the bridge answered from the response cache: the run's throughput then counts
+    it as a cache hit, as it does for built-in benchmarks, not as a request inferred now."""
+    return {"cache_hit": True} if isinstance(result, GenerationResult) and result.from_cache else {}
 
 
 def harness_scores(

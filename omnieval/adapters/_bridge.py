@@ -46,8 +46,10 @@ class PoolBridge:
                 hit = self.cache.get(key)
                 if hit is not None:
                     self.cache_hits += 1
-                    return hit
-        routing = RoutingRequest(model=self.model, prompt_text=prompt_text(req.messages), est_tokens=req.options.max_tokens)
+                    return hit.model_copy(update={"from_cache": True})  # the adapter's Record says so
+        routing = RoutingRequest(
+            model=self.model, prompt_text=prompt_text(req.messages), est_tokens=req.options.max_tokens
+        )
         try:
             res, _, _ = await self.dispatcher.submit(req, routing)
         except Exception as e:  # noqa: BLE001 - returned per request; the framework decides what a failure means

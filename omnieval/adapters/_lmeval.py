@@ -10,7 +10,7 @@ import json
 from typing import Any, ClassVar
 
 from omnieval._schema import GenerationOptions, Message, Output, Record, RecordError, TextOutput, Usage
-from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, harness_scores
+from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_scores
 from omnieval.errors import MissingDependencyError, OmnievalUserError
 from serving._types import GenerationRequest, GenerationResult
 
@@ -174,7 +174,7 @@ class LMEvalAdapter(FrameworkAdapter):
                     usage=Usage(prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens) if gen else None,
                 ),
                 error=RecordError(kind="request_failed", message=failure) if failure else None,
-                metrics=numeric, meta={"filtered": {filt: filtered}, "framework": "lmeval"},
+                metrics=numeric, meta={"filtered": {filt: filtered}, "framework": "lmeval", **cache_meta(gen)},
             )  # fmt: skip
             by_doc[doc_id] = rec
         return [by_doc[k] for k in sorted(by_doc)]

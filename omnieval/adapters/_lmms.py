@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from omnieval._schema import GenerationOptions, Output, Record, RecordError, TextOutput, Usage
-from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, harness_scores
+from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_scores
 from omnieval.adapters._media import modality, record_messages
 from omnieval.errors import MissingDependencyError, OmnievalUserError
 from serving._types import GenerationRequest, GenerationResult
@@ -185,7 +185,7 @@ class LMMSEvalAdapter(FrameworkAdapter):
                     usage=Usage(prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens),
                 ),
                 error=None if gen is not None else RecordError(kind="request_failed", message=f"{type(res).__name__}: {res}"),
-                metrics=metrics, meta={"framework": "lmms", "filtered": {filt: filtered}},
+                metrics=metrics, meta={"framework": "lmms", "filtered": {filt: filtered}, **cache_meta(gen)},
             )  # fmt: skip
         return [by_doc[k] for k in sorted(by_doc)]
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from omnieval._artifacts import ScoreRow
 from omnieval._schema import GenerationOptions, Output, Record, RecordError, TextOutput, Usage
-from omnieval.adapters._base import FrameworkAdapter, FrameworkResult
+from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta
 from omnieval.adapters._media import file_data_uri, modality, record_messages
 from omnieval.errors import MissingDependencyError, OmnievalUserError
 from serving._types import GenerationRequest
@@ -161,7 +161,7 @@ class VLMEvalAdapter(FrameworkAdapter):
                     replica=res.replica_id, usage=Usage(prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens),
                 ),
                 error=RecordError(kind="request_failed", message=f"{type(res).__name__}: {res}") if failed else None,
-                metrics={"acc": float(hits[idx])} if idx in hits else {}, meta={"framework": "vlmeval"},
+                metrics={"acc": float(hits[idx])} if idx in hits else {}, meta={"framework": "vlmeval", **cache_meta(res)},
             ))  # fmt: skip
         scores = [ScoreRow(model=model, benchmark=bench, metric=metric, value=value, num_samples=len(records),
                            num_errors=sum(1 for r in records if r.error), framework="vlmeval",

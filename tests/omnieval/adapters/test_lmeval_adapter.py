@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,9 @@ from testlib.runs import artifact_from, run_cli
 
 from omnieval import read_manifest, read_records
 from omnieval.metrics import make_metric
+from serving._types import GenerationRequest, GenerationResult
+
+ROOT = Path(__file__).resolve().parents[3]
 
 pytest.importorskip("lm_eval", reason="needs the lmeval extra: pip install 'omnieval[lmeval]'")
 
@@ -20,7 +24,9 @@ def test_task_config_overrides_dataset_keeps_prompt_and_filters(tmp_path: Path) 
 
     cfg = task_config("gsm8k", {"data_files": {"test": str(tmp_path / "t.jsonl")}})
     bundled = TaskManager().task_index["gsm8k"].cfg
-    assert cfg["dataset_path"] == "json" and cfg["dataset_kwargs"] == {"data_files": {"test": str(tmp_path / "t.jsonl")}}
+    assert cfg["dataset_path"] == "json" and cfg["dataset_kwargs"] == {
+        "data_files": {"test": str(tmp_path / "t.jsonl")}
+    }
     assert cfg["doc_to_text"] == bundled["doc_to_text"] and cfg["filter_list"] == bundled["filter_list"]
     assert cfg["fewshot_split"] is None  # no train file shipped: no silent hub download for few-shot examples
     assert task_config("gsm8k", {}) == "gsm8k"
@@ -32,6 +38,32 @@ def test_unknown_task_is_a_user_error() -> None:
 
     with pytest.raises(OmnievalUserError, match="no task 'gsm8kk'"):
         task_config("gsm8kk", {"data_files": {"test": "x"}})
+
+
+class CachingBridge:
+    """Stands in for ``PoolBridge``: questions about balls or oranges are answered "from the response cache", as the
+    bridge marks such a hit; the others as if inferred (3 tokens each)."""
+
+    def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult | BaseException]:
+        return [
+            GenerationResult(request_id=r.request_id, text="#### 9", completion_tokens=3, replica_id="f/0",
+                             from_cache=any(w in json.dumps(r.messages) for w in ("balls", "oranges")))
+            for r in requests
+        ]  # fmt: skip
+
+
+def test_cached_answers_count_as_cache_hits_not_inference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A framework task answered from the response cache said it served those requests (tok/s, req/s) now."""
+    from omnieval.adapters._lmeval import LMEvalAdapter
+    from pool import ChunkResult
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    data = ROOT / "omnieval/benchmarks/data/lmeval/gsm8k_format_asdiv.jsonl"
+    res = LMEvalAdapter().run(task="gsm8k", options={"num_fewshot": 0, "data_files": {"test": str(data)}}, model="m",
+                              bridge=CachingBridge(), limit=4, generation={"max_tokens": 8})  # fmt: skip
+    assert [bool(r.meta.get("cache_hit")) for r in res.records] == [False, True, True, False]  # balls, oranges
+    counts = ChunkResult.of(res.records)
+    assert (len(counts), counts.cache_hits, counts.output_tokens) == (4, 2, 6)
 
 
 @pytest.mark.slow
