@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster._inventory import GPU_MEMORY_RESOURCE, NODE_ID_LABEL, NodeInfo, inventory
-from omnieval.errors import PlacementError
+from omnieval.core import PlacementError
 
 MEMORY_OVERHEAD = 1.2
 """Weights size × this = the memory estimate when a model declares none (runtime buffers + a small KV cache)."""

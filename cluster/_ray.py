@@ -8,7 +8,7 @@ from typing import Any
 import ray
 
 from cluster._inventory import detect_gpu_resources
-from omnieval._config import RayConfig
+from omnieval.core import RayConfig
 
 
 def connect(cfg: RayConfig | None = None, *, log_to_driver: bool = False) -> dict[str, Any]:

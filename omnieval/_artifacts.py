@@ -15,8 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from omnieval._schema import Record
-from omnieval.errors import OmnievalError
+from omnieval.core import OmnievalError, Record
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"

@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from omnieval._artifacts import RunManifest
-from omnieval._config import ConfigError, load_suite
+from omnieval._suite import load_suite
+from omnieval.core import ConfigError
 
 
 def score_table(manifest: RunManifest) -> Table:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omnieval._config import ModelConfig, SuiteConfig
-from omnieval.errors import OmnievalUserError
+from omnieval.core import ModelConfig, OmnievalUserError, SuiteConfig
 
 
 def _weights_dir(m: ModelConfig) -> Path | None:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from omnieval._artifacts import RunManifest, read_manifest, read_records
-from omnieval._config import SuiteConfig
+from omnieval.core import SuiteConfig
 
 
 def diff_runs(a_dir: Path, b_dir: Path) -> list[str]:

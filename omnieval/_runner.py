@@ -33,13 +33,12 @@ from omnieval._artifacts import (
     read_records,
     write_manifest,
 )
-from omnieval._config import SuiteConfig
 from omnieval._modalities import check_modalities
 from omnieval._progress import RunProgress
 from omnieval._provenance import cluster_hostnames, git_commit, package_versions
-from omnieval._schema import GenerationOptions, Record
 from omnieval._scoring import group
 from omnieval.benchmarks import BenchmarkSpec, custom_spec, get_benchmark
+from omnieval.core import GenerationOptions, Record, SuiteConfig
 
 if TYPE_CHECKING:
     from pool import ChunkResult
@@ -97,7 +96,7 @@ def preflight(suite: SuiteConfig) -> None:
     """Fail before any deploy on inputs that would otherwise surface as replica start-up failures."""
     import httpx
 
-    from omnieval.errors import OmnievalUserError
+    from omnieval.core import OmnievalUserError
 
     for i, m in enumerate(suite.models):
         src = m.source
@@ -289,7 +288,7 @@ def _execute(
                    for m in suite.models if m.name in needed) or 1  # fmt: skip
     cache_path = None
     if suite.cache.enabled:
-        from omnieval._cache import default_cache_path
+        from pool import default_cache_path
 
         cache_path = suite.cache.path or str(default_cache_path())
     pool_cfg = suite.pool.model_dump(mode="json")

@@ -7,8 +7,8 @@ from collections import defaultdict
 from typing import Any
 
 from omnieval._artifacts import ScoreRow
-from omnieval._schema import Record, RecordError
 from omnieval.benchmarks import BenchmarkSpec
+from omnieval.core import Record, RecordError
 
 
 def postprocess(records: list[Record], spec: BenchmarkSpec) -> None:
@@ -115,7 +115,7 @@ def score_judged(
     controller: object, pool_cfg: object, max_tokens: int = 256,
 ) -> list[ScoreRow]:  # fmt: skip
     """Rubric benchmarks: a pool model judges each answer; every aggregate the benchmark defines becomes a row."""
-    from omnieval._registry import import_target
+    from omnieval.core import import_target
     from omnieval.verifier import make_pool_judge
 
     assert judge_model is not None, f"{spec.name} needs a judge model"

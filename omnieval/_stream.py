@@ -12,7 +12,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from omnieval._schema import Record
+from omnieval.core import Record
 
 T = TypeVar("T")
 

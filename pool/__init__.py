@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pool._cache import ResponseCache, cache_key, default_cache_path
 from pool._client import EvalClient
 from pool._controller import CONTROLLER_NAME, NAMESPACE, PoolController, fingerprint, get_controller
 from pool._dispatch import Dispatcher, NoReplicaAvailable
@@ -15,9 +16,12 @@ __all__ = [
     "EvalClient",
     "NoReplicaAvailable",
     "PoolController",
+    "ResponseCache",
     "ReplicaInfo",
     "ReplicaState",
+    "cache_key",
     "decode_records",
+    "default_cache_path",
     "encode_records",
     "fingerprint",
     "get_controller",

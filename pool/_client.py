@@ -8,15 +8,22 @@ from typing import Any
 
 import ray
 
-from omnieval._cache import ResponseCache, cache_key
-from omnieval._config import PoolConfig
-from omnieval._schema import Output, Record, RecordError, TextOutput, Usage
-from omnieval.errors import OmnievalUserError, RequestFailed, clip
+from omnieval.core import (
+    OmnievalUserError,
+    Output,
+    PoolConfig,
+    Record,
+    RecordError,
+    RequestFailed,
+    TextOutput,
+    Usage,
+    clip,
+)
+from pool._cache import ResponseCache, cache_key
 from pool._dispatch import Dispatcher
 from pool._types import ChunkResult, decode_records, encode_records
 from schedulers import RoutingRequest
-from serving._messages import prompt_text, to_openai
-from serving._types import GenerationRequest, GenerationResult
+from serving import GenerationRequest, GenerationResult, prompt_text, to_openai
 
 MAX_OUTPUT_CHARS = 1_000_000
 """Longer generations are truncated and flagged; a runaway engine must not blow up the artifact."""

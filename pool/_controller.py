@@ -19,11 +19,11 @@ from typing import Any
 import ray
 from pydantic import BaseModel, ConfigDict
 
-from omnieval.errors import PlacementError, ReplicaDead, clip
+from omnieval.core import PlacementError, ReplicaDead, clip
 from pool._autoscaler import ScaleResult, plan_scaling
 from pool._types import ReplicaInfo, ReplicaLoad, SyncRequest
 from schedulers import GradientLimiter, LimitWindow
-from serving._types import EngineStats
+from serving import EngineStats
 
 log = logging.getLogger("omnieval.pool")
 
@@ -177,8 +177,7 @@ class PoolController:
     def _add_replica(self, model: str, node_id: str | None, wait_s: float) -> ReplicaInfo:
         from ray import serve
 
-        from serving import ENGINES
-        from serving._deployment import EngineReplica
+        from serving import ENGINES, EngineReplica
 
         with self._lock:
             cfg = self._models[model]

@@ -17,8 +17,7 @@ import uuid
 from collections import deque
 from typing import Any
 
-from omnieval._config import PoolConfig
-from omnieval.errors import ReplicaDead, RequestFailed
+from omnieval.core import PoolConfig, ReplicaDead, RequestFailed
 from pool._http import HttpTransport
 from pool._types import ReplicaInfo, ReplicaLoad, SyncRequest
 from schedulers import CircuitBreaker, LimitWindow, ReplicaView, RoutingRequest, make_policy

@@ -12,9 +12,8 @@ import time
 
 import aiohttp
 
-from omnieval.errors import ReplicaDead, RequestFailed
-from serving import Endpoint, GenerationRequest, GenerationResult
-from serving._openai import chat_payload, parse_chat_completion
+from omnieval.core import ReplicaDead, RequestFailed
+from serving import Endpoint, GenerationRequest, GenerationResult, chat_payload, parse_chat_completion
 
 
 class HttpTransport:

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from omnieval._schema import Record
+from omnieval.core import Record
 from serving import Endpoint
 
 ReplicaState = Literal["starting", "healthy", "unhealthy", "dead", "draining"]

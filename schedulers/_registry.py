@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnieval._registry import Registry
+from omnieval.core import Registry
 
 from ._policy import RoutingPolicy
 

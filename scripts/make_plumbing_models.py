@@ -30,15 +30,15 @@ KINDS = ("image", "audio", "audio-hf", "image-gguf")
 
 
 def plumbing_dir(kind: str) -> Path:
-    from serving._models import cache_dir
+    from omnieval.core import cache_dir
 
     return cache_dir() / "models" / f"plumbing-{kind}-v{VERSION}"
 
 
 def language_dir() -> Path:
     from omnieval._defaults import DEFAULT_MODEL_SOURCE
-    from serving._convert import gguf_to_hf
-    from serving._models import resolve_model
+    from serving import gguf_to_hf
+    from serving import resolve_model
 
     gguf = resolve_model(DEFAULT_MODEL_SOURCE)
     assert gguf is not None
@@ -82,8 +82,8 @@ def llama_cpp_converter() -> Path:
     import subprocess
     import tarfile
 
-    from serving._llamacpp_bin import LLAMACPP_VERSION
-    from serving._models import cache_dir
+    from omnieval.core import cache_dir
+    from serving import LLAMACPP_VERSION
 
     root = cache_dir() / f"llama-cpp-src-{LLAMACPP_VERSION}"
     src = root / "llama.cpp"

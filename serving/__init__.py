@@ -5,12 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omnieval._registry import Registry
+from omnieval.core import Registry
 from serving._engine import Engine
 from serving._features import EngineFeatures, declared
+from serving._llamacpp import LlamaCppEngine
 from serving._llamacpp_bin import LLAMACPP_VERSION, build_llama_server, find_llama_server
-from serving._managed import ray_node_ip
-from serving._models import cache_dir, file_sha256, resolve_model
+from serving._managed import ManagedServer, free_port, ray_node_ip
+from serving._messages import prompt_text, to_openai
+from serving._models import resolve_model
+from serving._openai import OpenAIEngine, chat_payload, parse_chat_completion
+from serving._simulated import DEFAULT_PROFILE, SIMULATED_TEXT, EngineProfile, PrefixCache, block_hashes
 from serving._types import Endpoint, EngineStats, GenerationRequest, GenerationResult
 
 ENGINES: Registry[type[Engine]] = Registry("engine")
@@ -34,20 +38,41 @@ def engine_features(
     return ENGINES.get(engine).features(model_path, kwargs)
 
 
+def __getattr__(name: str) -> Any:
+    """``EngineReplica`` (the Serve deployment) loads Ray Serve; only a caller that deploys pays for it."""
+    if name == "EngineReplica":
+        from serving._deployment import EngineReplica
+
+        return EngineReplica
+    raise AttributeError(f"module 'serving' has no attribute {name!r}")
+
+
 __all__ = [
+    "DEFAULT_PROFILE",
     "ENGINES",
-    "LLAMACPP_VERSION",
     "Endpoint",
     "Engine",
     "EngineFeatures",
+    "EngineProfile",
+    "EngineReplica",
     "EngineStats",
     "GenerationRequest",
     "GenerationResult",
+    "LLAMACPP_VERSION",
+    "LlamaCppEngine",
+    "ManagedServer",
+    "OpenAIEngine",
+    "PrefixCache",
+    "SIMULATED_TEXT",
+    "block_hashes",
     "build_llama_server",
-    "cache_dir",
+    "chat_payload",
     "engine_features",
-    "file_sha256",
     "find_llama_server",
+    "free_port",
+    "parse_chat_completion",
+    "prompt_text",
     "ray_node_ip",
     "resolve_model",
+    "to_openai",
 ]

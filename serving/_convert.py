@@ -15,8 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from omnieval.errors import MissingDependencyError, OmnievalUserError
-from serving._models import cache_dir, file_sha256
+from omnieval.core import MissingDependencyError, OmnievalUserError, cache_dir, file_sha256
 
 CONVERT_PIP = "pip install 'omnieval[transformers]'"
 _STAMP = "omnieval-convert.json"

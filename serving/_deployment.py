@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 
-from omnieval._registry import import_target
+from omnieval.core import import_target
 from serving._types import EngineStats, GenerationRequest, GenerationResult
 
 log = logging.getLogger("omnieval.serving")
@@ -46,8 +46,8 @@ class EngineReplica:
     async def __init__(self, spec: dict[str, Any]) -> None:
         import ray
 
-        from omnieval._config import ModelConfig
-        from serving._models import path_sha256, resolve_model
+        from omnieval.core import ModelConfig, path_sha256
+        from serving._models import resolve_model
 
         self.spec = EngineSpec.model_validate(spec)
         source = ModelConfig.model_validate(

@@ -103,7 +103,7 @@ def engine_kwargs_error(engine: str, unknown: set[str], allowed: set[str]) -> st
 
 def pop_known(kwargs: dict[str, Any], engine: str, allowed: dict[str, Any]) -> dict[str, Any]:
     """Defaults overlaid with ``kwargs``; an unknown key is a user error, never silently dropped."""
-    from omnieval.errors import OmnievalUserError
+    from omnieval.core import OmnievalUserError
 
     unknown = set(kwargs) - set(allowed)
     if unknown:

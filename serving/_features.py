@@ -77,7 +77,7 @@ def mmproj_features(mmproj: str | None) -> EngineFeatures:
     try:
         from gguf import GGUFReader
     except ImportError:
-        from omnieval.errors import MissingDependencyError
+        from omnieval.core import MissingDependencyError
 
         raise MissingDependencyError("reading an mmproj's capabilities needs gguf: pip install gguf") from None
     fields = GGUFReader(Path(mmproj).expanduser()).fields

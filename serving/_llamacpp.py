@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, ClassVar
 
-from omnieval.errors import OmnievalUserError
+from omnieval.core import OmnievalUserError
 from serving._features import EngineFeatures, mmproj_features
 from serving._llamacpp_bin import find_llama_server
 from serving._managed import ServerEngine, free_port, parse_prometheus

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from omnieval.errors import OmnievalUserError
+from omnieval.core import OmnievalUserError
 
 LLAMACPP_VERSION = "0.3.36"  # llama-cpp-python sdist whose vendored llama.cpp we build
 # build flags (no llamafile sgemm, no repacked kernels, no AMX: batch-invariant and AMX-safe); bump when flags change

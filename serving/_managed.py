@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from omnieval.errors import ReplicaDead
+from omnieval.core import ReplicaDead
 from serving._openai import OpenAIEngine
 from serving._types import Endpoint, GenerationRequest, GenerationResult
 

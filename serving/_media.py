@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from omnieval.errors import MissingDependencyError, OmnievalUserError
+from omnieval.core import MissingDependencyError, OmnievalUserError
 
 MEDIA_PIP = "pip install av pillow"
 DEFAULT_NUM_FRAMES = 8

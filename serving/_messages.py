@@ -7,7 +7,7 @@ import mimetypes
 from pathlib import Path
 from typing import Any
 
-from omnieval._schema import AudioContent, ImageContent, Message, TextContent, VideoContent
+from omnieval.core import AudioContent, ImageContent, Message, TextContent, VideoContent
 from serving._media import DEFAULT_NUM_FRAMES, VideoInput, resampled_wav, video_frames
 
 

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 
 import httpx
 
-from omnieval.errors import ReplicaDead, RequestFailed
+from omnieval.core import ReplicaDead, RequestFailed
 from serving._engine import Engine, pop_known
 from serving._features import ALL, EngineFeatures
 from serving._types import Endpoint, GenerationRequest, GenerationResult

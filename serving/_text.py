@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnieval.errors import RequestFailed
+from omnieval.core import RequestFailed
 
 
 def text_messages(messages: list[dict[str, Any]], engine: str) -> list[dict[str, Any]]:

@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from omnieval._schema import GenerationOptions
-from omnieval.errors import MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
+from omnieval.core import GenerationOptions, MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
 from serving._engine import Engine, pop_known
 from serving._features import EngineFeatures, hf_features
 from serving._media import decode_audio

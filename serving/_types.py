@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from omnieval._schema import GenerationOptions
+from omnieval.core import GenerationOptions
 
 
 class Endpoint(BaseModel):

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from omnieval.errors import MissingDependencyError, OmnievalUserError
+from omnieval.core import MissingDependencyError, OmnievalUserError
 from serving._engine import engine_kwargs_error
 from serving._features import EngineFeatures, hf_features
 from serving._managed import ServerEngine, cli_flags

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
-from omnieval.errors import MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
+from omnieval.core import MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
 from serving._engine import Engine, pop_known
 from serving._features import EngineFeatures
 from serving._types import GenerationRequest, GenerationResult

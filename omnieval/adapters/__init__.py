@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from omnieval._registry import Registry
 from omnieval.adapters._base import FrameworkAdapter, FrameworkResult
+from omnieval.core import Registry
 
 ADAPTERS: Registry[type[FrameworkAdapter]] = Registry("evaluation framework")
 ADAPTERS.register("lmeval", "omnieval.adapters._lmeval:LMEvalAdapter")

@@ -10,8 +10,8 @@ from typing import Any
 
 import ray
 
-from omnieval._config import PoolConfig
 from omnieval.adapters._base import FrameworkResult
+from omnieval.core import PoolConfig
 
 
 @ray.remote(num_cpus=0)

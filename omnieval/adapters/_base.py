@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from omnieval._artifacts import ScoreRow
-from omnieval._schema import Record
-from serving._types import GenerationResult
+from omnieval.core import Record
+from serving import GenerationResult
 
 
 class FrameworkResult(BaseModel):

@@ -11,12 +11,10 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from omnieval._cache import ResponseCache, cache_key
-from omnieval._config import PoolConfig
-from pool._dispatch import Dispatcher
+from omnieval.core import PoolConfig
+from pool import Dispatcher, ResponseCache, cache_key
 from schedulers import RoutingRequest
-from serving._messages import prompt_text
-from serving._types import GenerationRequest, GenerationResult
+from serving import GenerationRequest, GenerationResult, prompt_text
 
 T = TypeVar("T")
 

@@ -9,10 +9,19 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from omnieval._schema import GenerationOptions, Message, Output, Record, RecordError, TextOutput, Usage
 from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_scores
-from omnieval.errors import MissingDependencyError, OmnievalUserError
-from serving._types import GenerationRequest, GenerationResult
+from omnieval.core import (
+    GenerationOptions,
+    Message,
+    MissingDependencyError,
+    OmnievalUserError,
+    Output,
+    Record,
+    RecordError,
+    TextOutput,
+    Usage,
+)
+from serving import GenerationRequest, GenerationResult
 
 PIP_LINE = "pip install 'omnieval[lmeval]'"
 _UNIT_METRICS = {"acc", "acc_norm", "exact_match", "f1", "mcc", "em", "pass@1"}

@@ -15,11 +15,19 @@ import tempfile
 from pathlib import Path
 from typing import Any, ClassVar
 
-from omnieval._schema import GenerationOptions, Output, Record, RecordError, TextOutput, Usage
 from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_scores
 from omnieval.adapters._media import modality, record_messages
-from omnieval.errors import MissingDependencyError, OmnievalUserError
-from serving._types import GenerationRequest, GenerationResult
+from omnieval.core import (
+    GenerationOptions,
+    MissingDependencyError,
+    OmnievalUserError,
+    Output,
+    Record,
+    RecordError,
+    TextOutput,
+    Usage,
+)
+from serving import GenerationRequest, GenerationResult
 
 PIP_LINE = "pip install 'omnieval[lmms]' (or its own venv: scripts/make_framework_venv.sh lmms)"
 TASK_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "lmms"

@@ -14,11 +14,11 @@ import mimetypes
 from pathlib import Path
 from typing import Any
 
-from omnieval._schema import AudioContent, Content, ImageContent, Message, TextContent, VideoContent
+from omnieval.core import AudioContent, Content, ImageContent, Message, TextContent, VideoContent
 
 
 def media_dir() -> Path:
-    from serving._models import cache_dir
+    from omnieval.core import cache_dir
 
     d = cache_dir() / "media"
     d.mkdir(parents=True, exist_ok=True)

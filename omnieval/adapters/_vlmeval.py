@@ -18,11 +18,19 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from omnieval._artifacts import ScoreRow
-from omnieval._schema import GenerationOptions, Output, Record, RecordError, TextOutput, Usage
 from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta
 from omnieval.adapters._media import file_data_uri, modality, record_messages
-from omnieval.errors import MissingDependencyError, OmnievalUserError
-from serving._types import GenerationRequest
+from omnieval.core import (
+    GenerationOptions,
+    MissingDependencyError,
+    OmnievalUserError,
+    Output,
+    Record,
+    RecordError,
+    TextOutput,
+    Usage,
+)
+from serving import GenerationRequest
 
 PIP_LINE = "pip install 'omnieval[vlmeval]' (or its own venv: scripts/make_framework_venv.sh vlmeval)"
 DATA_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "vlmeval"

@@ -85,7 +85,7 @@ def _save(args: argparse.Namespace, data: dict[str, Any], plotter: Any) -> None:
 
 def _cmd_federated(args: argparse.Namespace) -> int:
     import omnieval.bench._federated as fed
-    from omnieval._config import load_suite
+    from omnieval._suite import load_suite
     from omnieval.bench._common import cpu_count
 
     suite = load_suite(args.suite)
@@ -107,7 +107,7 @@ def _cmd_federated(args: argparse.Namespace) -> int:
 
 def _cmd_pool(args: argparse.Namespace) -> int:
     import omnieval.bench._poolbench as pb
-    from omnieval._config import load_suite
+    from omnieval._suite import load_suite
 
     res = pb.bench_pool(load_suite(args.suite), repeats=args.repeats, line_requests=args.line_requests,
                         seq_requests=args.seq_requests)  # fmt: skip

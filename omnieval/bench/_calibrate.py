@@ -19,7 +19,7 @@ import httpx
 import numpy as np
 
 from omnieval.bench._common import LlamaServer, median
-from serving._simulated import DEFAULT_PROFILE, EngineProfile
+from serving import DEFAULT_PROFILE, EngineProfile
 
 _WORDS = ("alpha beta gamma delta river stone cloud paper green light music window number table orange "
           "system random market winter garden silver planet engine letter forest").split()  # fmt: skip

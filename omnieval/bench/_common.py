@@ -61,8 +61,7 @@ class LlamaServer:
 
     def __init__(self, model_path: str | Path, *, threads: int, parallel: int, ctx_per_slot: int = 2048,
                  extra_args: Sequence[str] = ()) -> None:  # fmt: skip
-        from serving import find_llama_server
-        from serving._managed import ManagedServer
+        from serving import ManagedServer, find_llama_server
 
         cmd = [
             str(find_llama_server()), "-m", str(model_path), "--host", "{host}", "--port", "{port}",

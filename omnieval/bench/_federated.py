@@ -17,8 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from omnieval._config import SuiteConfig
 from omnieval.bench._common import median
+from omnieval.core import SuiteConfig
 
 
 def _threads_of(suite: SuiteConfig, threads_total: int) -> SuiteConfig:

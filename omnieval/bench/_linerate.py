@@ -19,17 +19,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omnieval._config import SuiteConfig
-from omnieval._schema import Record
 from omnieval.bench._common import median, pct
+from omnieval.core import Record, SuiteConfig
 
 MAX_TOKENS = 8
 
 
 def _bodies(records: list[Record], served_model_name: str) -> list[bytes]:
-    from serving import GenerationRequest
-    from serving._messages import to_openai
-    from serving._openai import chat_payload
+    from serving import GenerationRequest, chat_payload, to_openai
 
     out = []
     for r in records:
@@ -99,7 +96,7 @@ def line_rate(*, requests: int, seq_requests: int, repeats: int, clients: int, c
     from omnieval._runner import build_records
     from omnieval.bench._common import shutdown_ray
     from omnieval.bench._synthetic import register_synthetic
-    from serving._managed import ManagedServer
+    from serving import ManagedServer
 
     tmp = Path(tempfile.mkdtemp(prefix="omnieval-bench-linerate-data-"))
     name = register_synthetic(requests, tmp, max_tokens=MAX_TOKENS)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omnieval._config import ModelConfig, SuiteConfig
+from omnieval.core import ModelConfig, SuiteConfig
 
 
 def per_process_engine_kwargs(model: ModelConfig, threads: int) -> dict[str, Any]:
@@ -91,11 +91,9 @@ def run_per_process(jobs: list[dict[str, Any]], *, ready_timeout_s: float = 300.
 
 
 async def _worker(job: dict[str, Any]) -> dict[str, Any]:
-    from omnieval._schema import GenerationOptions
     from omnieval.benchmarks import get_benchmark
-    from serving import ENGINES
-    from serving._messages import to_openai
-    from serving._types import GenerationRequest
+    from omnieval.core import GenerationOptions
+    from serving import ENGINES, GenerationRequest, to_openai
 
     spec = get_benchmark(job["benchmark"])
     records = spec.records(model=job["model"], generation=GenerationOptions.model_validate(job["generation"]),

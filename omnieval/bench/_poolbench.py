@@ -18,9 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omnieval._config import SuiteConfig
-from omnieval._schema import Record
 from omnieval.bench._common import median, pct
+from omnieval.core import Record, SuiteConfig
 
 
 def _key(r: Record) -> str:
@@ -34,8 +33,7 @@ def _lat_summary(lat_s: list[float]) -> dict[str, float]:
 
 async def _drive(eng: Any, records: list[Record], concurrency: int) -> dict[str, Any]:
     """``concurrency`` closed-loop workers sending the Records through a started engine's own HTTP client."""
-    from serving._messages import to_openai
-    from serving._types import GenerationRequest
+    from serving import GenerationRequest, to_openai
 
     queue = list(reversed(records))
     lat: dict[str, float] = {}
@@ -60,7 +58,7 @@ async def _drive(eng: Any, records: list[Record], concurrency: int) -> dict[str,
 def direct_ceiling(model_path: Path, model: str, records: list[Record], engine_kwargs: dict[str, Any]) -> dict[str, Any]:
     """The pool's own llama.cpp engine started outside Ray (identical llama-server command line and flags), driven
     by ``--parallel`` concurrent requests: every slot busy, nothing queued."""
-    from serving._llamacpp import LlamaCppEngine
+    from serving import LlamaCppEngine
 
     async def go() -> dict[str, Any]:
         eng = LlamaCppEngine(replica_id="direct", model=model, model_path=str(model_path), **engine_kwargs)

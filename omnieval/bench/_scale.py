@@ -12,7 +12,7 @@ from typing import Any
 
 from omnieval.bench._sim import SimConfig, simulate
 from omnieval.bench._workloads import WORKLOADS, make_workload
-from serving._simulated import DEFAULT_PROFILE, EngineProfile
+from serving import DEFAULT_PROFILE, EngineProfile
 
 POLICIES = ("p2c", "round_robin", "least_loaded", "prefix_aware")
 LABEL = "SIMULATED (discrete-event model calibrated from llama-server; not a measurement of real replicas)"

@@ -24,7 +24,7 @@ from typing import Any
 from omnieval.bench._common import pct
 from omnieval.bench._workloads import SimRequest
 from schedulers import ReplicaView, RoutingRequest, estimate_cost, make_policy, plan_shards
-from serving._simulated import EngineProfile, PrefixCache
+from serving import EngineProfile, PrefixCache
 
 _ARRIVE, _STEP, _RETURN, _SNAPSHOT = 0, 1, 2, 3
 _EPS = 1e-9

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from omnieval._artifacts import CheckpointWriter
-from omnieval._schema import GenerationOptions, Message, Output, Record, TextContent, TextOutput, Usage
-from serving._simulated import SIMULATED_TEXT
+from omnieval.core import GenerationOptions, Message, Output, Record, TextContent, TextOutput, Usage
+from serving import SIMULATED_TEXT
 
 BENCH = "synthetic_stream"
 
@@ -82,9 +82,9 @@ def _stream_ray(n: int, chunk: int, window: int, ckpt: CheckpointWriter, clients
     import ray
 
     from cluster import connect
-    from omnieval._config import PoolConfig
     from omnieval._stream import RayChunkRunner, stream_dispatch
     from omnieval.bench._common import shutdown_ray
+    from omnieval.core import PoolConfig
     from pool import EvalClient, get_controller
 
     started = bool(connect(None).get("started"))
@@ -109,10 +109,10 @@ def _stream_ray(n: int, chunk: int, window: int, ckpt: CheckpointWriter, clients
 
 def _run_suite(n: int, chunk: int, clients: int, out: Path) -> dict[str, Any]:
     from cluster import connect
-    from omnieval._config import SuiteConfig
     from omnieval._runner import run_suite
     from omnieval.bench._common import shutdown_ray
     from omnieval.bench._synthetic import register_synthetic
+    from omnieval.core import SuiteConfig
 
     name = register_synthetic(n, out / "data", max_tokens=8)
     suite = SuiteConfig.model_validate({

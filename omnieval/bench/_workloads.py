@@ -10,7 +10,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from serving._simulated import EngineProfile, block_hashes
+from serving import EngineProfile, block_hashes
 
 WORKLOADS = ("uniform", "skewed", "prefix_heavy")
 

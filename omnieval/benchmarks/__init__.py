@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from omnieval._registry import Registry
 from omnieval.benchmarks._builtin import BUILTIN
 from omnieval.benchmarks._custom import CustomBenchmarkSpec, DefinitionError, check_definition, custom_spec
 from omnieval.benchmarks._spec import DATA_DIR, BenchmarkSpec, MetricSpec
+from omnieval.core import Registry
 
 BENCHMARKS: Registry[BenchmarkSpec] = Registry("benchmark")
 for _spec in BUILTIN:

@@ -12,10 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from omnieval._schema import AudioContent
 from omnieval.benchmarks._loaders import read_jsonl
 from omnieval.benchmarks._spec import BenchmarkSpec
-from omnieval.errors import OmnievalUserError
+from omnieval.core import AudioContent, OmnievalUserError
 
 _LANG = {"en": "English", "fr": "French", "de": "German", "es": "Spanish"}
 

@@ -19,25 +19,26 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from omnieval._config import BenchmarkDefinition
-from omnieval._schema import (
+from omnieval.benchmarks._loaders import LETTERS
+from omnieval.benchmarks._spec import BenchmarkSpec, MetricSpec
+from omnieval.core import (
     AudioContent,
+    BenchmarkDefinition,
     Content,
     GenerationOptions,
     ImageContent,
     Message,
+    OmnievalUserError,
     Record,
     TextContent,
     VideoContent,
+    path_sha256,
 )
-from omnieval.benchmarks._loaders import LETTERS
-from omnieval.benchmarks._spec import BenchmarkSpec, MetricSpec
-from omnieval.errors import OmnievalUserError
 
 if TYPE_CHECKING:
     import jinja2
 
-    from omnieval._config import BenchmarkConfig
+    from omnieval.core import BenchmarkConfig
 
 UNIFORM = "Please answer the question in an appropriate format.\n\n"
 MC_TEMPLATE = "{{ question }}\n{{ options }}\nAnswer with the letter of the correct option only."
@@ -60,7 +61,7 @@ class CustomBenchmarkSpec(BenchmarkSpec):
         d = self.definition
         h = hashlib.sha256()
         for path in [Path(d.data), *([Path(d.fewshot_data)] if d.fewshot_data else []), *sorted(_media_files(d))]:
-            h.update(f"{path}\0{_file_sha256(path)}\n".encode())
+            h.update(f"{path}\0{path_sha256(path)}\n".encode())
         return h.hexdigest()
 
     def iter_records(
@@ -163,18 +164,6 @@ def _where(d: BenchmarkDefinition, n: int, path: str | None = None) -> str:
     return f"{path or d.data} row {n}"
 
 
-def _file_sha256(path: Path) -> str:
-    if path.is_dir():
-        from serving._models import path_sha256
-
-        return path_sha256(path)
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _media_files(d: BenchmarkDefinition) -> set[Path]:
     shots, rows = _fewshot_and_rows(d)
     out: set[Path] = set()
@@ -265,10 +254,10 @@ def _fewshot_and_rows(
     if d.fewshot == 0:
         return iter(()), rows
     if d.fewshot_data is not None:
-        from omnieval._config import _infer_format
+        from omnieval.core import infer_data_format
 
         try:
-            fmt = _infer_format(d.fewshot_data)
+            fmt = infer_data_format(d.fewshot_data)
         except ValueError as e:
             raise DefinitionError(f"fewshot_data: {e}") from None
         return itertools.islice(iter_rows(d.fewshot_data, fmt), d.fewshot), rows

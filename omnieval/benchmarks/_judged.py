@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnieval._schema import Content, GenerationOptions, Record, TextContent
 from omnieval.benchmarks._spec import BenchmarkSpec
+from omnieval.core import Content, GenerationOptions, Record, TextContent
 
 
 def _text_only_content(content: list[Content]) -> list[Content]:

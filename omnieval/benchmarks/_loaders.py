@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from omnieval.benchmarks._spec import BenchmarkSpec
-from omnieval.errors import OmnievalUserError
+from omnieval.core import OmnievalUserError
 
 LETTERS = "ABCDEFGHIJ"
 

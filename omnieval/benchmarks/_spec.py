@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from omnieval._schema import GenerationOptions, Message, Record, TextContent
+from omnieval.core import GenerationOptions, Message, Record, TextContent
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -77,7 +77,7 @@ class BenchmarkSpec(BaseModel):
 
     def data_sha256(self) -> str:
         if self.data_path.is_dir():  # multimodal samples: every file, by relative path and content
-            from serving._models import path_sha256
+            from omnieval.core import path_sha256
 
             return path_sha256(self.data_path)
         return hashlib.sha256(self.data_path.read_bytes()).hexdigest()
@@ -106,7 +106,7 @@ class BenchmarkSpec(BaseModel):
         options: dict[str, Any] | None = None,
     ) -> Iterator[Record]:
         """Records one at a time, in sample order (the loader reads rows as they are needed)."""
-        from omnieval._registry import import_target
+        from omnieval.core import import_target
 
         gen = GenerationOptions.model_validate({**generation.model_dump(), **self.generation, **(overrides or {})})
         if self.records_fn is not None:

@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from omnieval._registry import Registry
 from omnieval.benchmarks._spec import MetricSpec
+from omnieval.core import Registry
 
 
 @dataclass(frozen=True)

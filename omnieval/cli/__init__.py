@@ -11,8 +11,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from omnieval._config import ConfigError
-from omnieval.errors import OmnievalError, OmnievalUserError, user_message
+from omnieval.core import ConfigError, OmnievalError, OmnievalUserError, user_message
 
 __all__ = ["main"]
 
@@ -59,7 +58,7 @@ _PASSTHROUGH = {
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in _PASSTHROUGH:
-        from omnieval._registry import import_target
+        from omnieval.core import import_target
 
         try:
             return int(import_target(_PASSTHROUGH[argv[0]])(argv[1:]))
@@ -85,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.cmd == "schema":
-        from omnieval._config import suite_json_schema
+        from omnieval._suite import suite_json_schema
 
         print(json.dumps(suite_json_schema(), indent=2))
         return 0

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from omnieval._artifacts import MANIFEST, RECORDS, RunManifest, read_manifest, read_records
-from omnieval._schema import Record
+from omnieval.core import Record
 
 VERIFIER = "verifier"
 FILTER_KEYS = ("modality", "engine", "framework", "model")

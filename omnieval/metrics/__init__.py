@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnieval._registry import Registry
+from omnieval.core import Registry
 from omnieval.metrics._base import Metric
 
 METRICS: Registry[type[Metric]] = Registry("metric")

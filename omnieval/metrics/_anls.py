@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from rapidfuzz.distance import Levenshtein
 
-from omnieval._schema import Record
+from omnieval.core import Record
 from omnieval.metrics._base import Metric
 from omnieval.metrics._references import as_text, reference_list
 

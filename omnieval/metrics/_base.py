@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from omnieval._schema import Record
+from omnieval.core import Record
 
 
 class Metric(ABC):

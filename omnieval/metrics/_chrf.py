@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from sacrebleu.metrics import CHRF as _SacreCHRF
 
-from omnieval._schema import Record
+from omnieval.core import Record
 from omnieval.metrics._base import Metric
 from omnieval.metrics._references import as_text, reference_list, reference_streams
 

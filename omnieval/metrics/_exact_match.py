@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from omnieval._schema import Record
+from omnieval.core import Record
 from omnieval.metrics._base import Metric
 from omnieval.metrics._references import as_text, reference_list
 

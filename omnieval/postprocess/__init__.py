@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeAlias
 
-from omnieval._registry import Registry
-from omnieval._schema import Record
+from omnieval.core import Record, Registry
 
 Postprocessor: TypeAlias = Callable[[str, Record | None], str | None]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jiwer
 
-from omnieval._schema import Record
+from omnieval.core import Record
 
 ASR_STEPS: tuple[jiwer.AbstractTransform, ...] = (
     jiwer.ToLowerCase(),

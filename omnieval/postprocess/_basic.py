@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from omnieval._schema import Record
+from omnieval.core import Record
 
 
 def identity(text: str, record: Record | None = None) -> str:

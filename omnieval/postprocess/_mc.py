@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import string
 
-from omnieval._schema import Record
+from omnieval.core import Record
 
 _DEFAULT_LETTERS = "ABCD"
 

@@ -22,7 +22,7 @@ import re
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
-from omnieval._schema import Record
+from omnieval.core import Record
 
 _NUM = re.compile(
     r"(?<![\w.])(?:(?P<neg>[-−])?(?P<cur>[$€£¥])[ \t]?(?P<neg2>[-−])?|(?P<neg3>[-−]))?"

@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from omnieval._config import SuiteConfig, check_registered, describe_errors
+from omnieval._suite import check_registered
+from omnieval.core import SuiteConfig, describe_errors
 from omnieval.server._store import Job, JobState
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"

@@ -19,8 +19,7 @@ from typing import Any
 import ray
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from omnieval._config import ModelSource
-from omnieval._schema import GenerationOptions
+from omnieval.core import GenerationOptions, ModelSource
 
 log = logging.getLogger("omnieval.verifier")
 
@@ -80,7 +79,7 @@ class VerifierWorker:
 
     async def start(self) -> dict[str, Any]:
         from omnieval.verifier._cpu import plan_workers
-        from serving._models import resolve_model
+        from serving import resolve_model
 
         s = self.spec
         source = TypeAdapter(ModelSource).validate_python(s.source)
@@ -89,7 +88,7 @@ class VerifierWorker:
         pinned = pin_process(slot.cpus) if s.pin else False
         rid = f"verifier-{s.worker_index}"
         if source.kind == "endpoint":
-            from serving._openai import OpenAIEngine
+            from serving import OpenAIEngine
 
             self.engine = OpenAIEngine(
                 replica_id=rid, model="verifier", base_url=source.base_url,
@@ -98,7 +97,7 @@ class VerifierWorker:
             )  # fmt: skip
             path: Path | None = None
         else:
-            from serving._llamacpp import LlamaCppEngine
+            from serving import LlamaCppEngine
 
             path = await asyncio.to_thread(resolve_model, source)
             self.engine = LlamaCppEngine(
@@ -118,7 +117,7 @@ class VerifierWorker:
         return self.info
 
     async def _one(self, i: int, prompt: str, options: GenerationOptions) -> tuple[str | None, str | None]:
-        from serving._types import GenerationRequest
+        from serving import GenerationRequest
 
         assert self._sem is not None, "start() first"
         req = GenerationRequest(

@@ -12,8 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from omnieval._config import PoolConfig
-from omnieval._schema import GenerationOptions, Message, Record
+from omnieval.core import GenerationOptions, Message, PoolConfig, Record
 
 log = logging.getLogger("omnieval.verifier")
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omnieval._config import VerifierConfig
+from omnieval.core import VerifierConfig
 from omnieval.verifier._prompt import Triple
 
 LABELLED_PATH = Path(__file__).parent / "data" / "labelled.jsonl"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from omnieval._schema import Record
+from omnieval.core import Record
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

@@ -16,8 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from omnieval._artifacts import ScoreRow
-from omnieval._config import VerifierConfig
-from omnieval._schema import GenerationOptions, Record
+from omnieval.core import GenerationOptions, Record, VerifierConfig
 from omnieval.verifier._parse import parse_rating
 from omnieval.verifier._prompt import Triple, build_prompt, record_triple
 

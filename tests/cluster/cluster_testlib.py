@@ -51,7 +51,7 @@ def tiny_model(
     max_replicas: int | None = None,
 ) -> dict[str, Any]:
     """A validated ``ModelConfig`` dict for a real, CPU-only, one-thread llama.cpp replica."""
-    from omnieval._config import ModelConfig
+    from omnieval.core import ModelConfig
 
     cfg = ModelConfig.model_validate(
         {

@@ -26,7 +26,7 @@ from cluster_testlib import (
 from ray.cluster_utils import Cluster
 
 from cluster import GPU_MEMORY_RESOURCE, inventory
-from omnieval.errors import PlacementError
+from omnieval.core import PlacementError
 from pool import get_controller
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

@@ -21,7 +21,7 @@ from cluster import (
     feasible_nodes,
     fits,
 )
-from omnieval.errors import PlacementError
+from omnieval.core import PlacementError
 
 
 def node(

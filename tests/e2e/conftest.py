@@ -22,7 +22,7 @@ def local_ray():  # type: ignore[no-untyped-def]
     from ray import serve
 
     from cluster import connect
-    from omnieval._config import RayConfig
+    from omnieval.core import RayConfig
 
     if ray.is_initialized():
         ray.shutdown()

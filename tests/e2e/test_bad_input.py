@@ -108,7 +108,7 @@ def corrupt_benchmark(tmp_path: Path) -> Iterator[str]:
 
 def test_corrupt_data_file_names_file_and_line(corrupt_benchmark: str, tmp_path: Path) -> None:
     from omnieval import GenerationOptions
-    from omnieval.errors import OmnievalUserError
+    from omnieval.core import OmnievalUserError
 
     with pytest.raises(OmnievalUserError, match=r"corrupt\.jsonl:2: corrupt JSONL row"):
         BENCHMARKS.get(corrupt_benchmark).records(model="m", generation=GenerationOptions())
@@ -162,7 +162,7 @@ def test_odd_engine_outputs_recorded_per_sample(tmp_path: Path) -> None:
         metrics=(MetricSpec(name="exact_match"),),
     ), replace=True)  # fmt: skip
     from omnieval import run_suite
-    from omnieval._config import SuiteConfig
+    from omnieval.core import SuiteConfig
 
     with odd_server() as url:
         suite = SuiteConfig.model_validate({

@@ -12,9 +12,9 @@ import pytest
 import ray
 
 from omnieval import run_suite
-from omnieval._config import SuiteConfig
 from omnieval._defaults import DEFAULT_MODEL_SOURCE
 from omnieval.benchmarks import BENCHMARKS, BenchmarkSpec, MetricSpec
+from omnieval.core import SuiteConfig
 from serving._instant import INSTANT_TEXT
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from omnieval._cache import ResponseCache, cache_key
+from pool import ResponseCache, cache_key
 from serving._types import GenerationResult
 
 MSGS = [{"role": "user", "content": "2+2?"}]
@@ -49,8 +49,8 @@ def test_concurrent_writers_in_processes(tmp_path: Path) -> None:
 
 
 def test_default_path_moves_with_env_but_models_stay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from omnieval._cache import default_cache_path
-    from serving._models import cache_dir
+    from omnieval.core import cache_dir
+    from pool import default_cache_path
 
     monkeypatch.setenv("OMNIEVAL_CACHE", str(tmp_path / "root"))
     monkeypatch.delenv("OMNIEVAL_RESPONSE_CACHE", raising=False)

@@ -8,8 +8,8 @@ import pytest
 from pydantic import BaseModel
 
 from omnieval import ConfigError, SuiteConfig, load_suite
-from omnieval import _config as cfgmod
 from omnieval.cli import main
+from omnieval.core import _config as cfgmod
 
 ROOT = Path(__file__).resolve().parents[2]
 

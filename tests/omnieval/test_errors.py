@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from omnieval.errors import PlacementError, clip, user_message
+from omnieval.core import PlacementError, clip, user_message
 
 
 def test_clip_keeps_the_cause_at_the_end() -> None:

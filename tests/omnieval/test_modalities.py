@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from omnieval._config import SuiteConfig
 from omnieval._runner import plan_run
-from omnieval.errors import OmnievalUserError
+from omnieval.core import OmnievalUserError, SuiteConfig
 
 
 def _suite(model: dict[str, Any], options: dict[str, Any]) -> SuiteConfig:

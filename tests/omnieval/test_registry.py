@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from omnieval._registry import Registry, UnknownNameError, import_target
+from omnieval.core import Registry, UnknownNameError, import_target
 
 
 def test_lazy_target_resolves_and_caches() -> None:

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from omnieval import AudioContent, ImageContent, Message, Output, Record, TextContent, TextOutput, VideoContent
-from omnieval import _schema as schemamod
+from omnieval.core import _schema as schemamod
 
 
 def video_record() -> Record:

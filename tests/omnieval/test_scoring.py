@@ -6,9 +6,9 @@ import jiwer
 import pytest
 import sacrebleu
 
-from omnieval._schema import GenerationOptions, Output, Record, RecordError, TextOutput
 from omnieval._scoring import score_benchmark
 from omnieval.benchmarks import get_benchmark
+from omnieval.core import GenerationOptions, Output, Record, RecordError, TextOutput
 from omnieval.metrics import METRICS
 from omnieval.postprocess._asr import asr_normalize
 

@@ -7,8 +7,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from omnieval._config import PoolConfig
-from omnieval._schema import GenerationOptions
+from omnieval.core import GenerationOptions, PoolConfig
 from pool import Dispatcher
 from schedulers import RoutingRequest
 from serving import GenerationRequest

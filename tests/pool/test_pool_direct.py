@@ -15,8 +15,7 @@ import ray
 from ray import serve
 from testlib.ray_head import wait_until
 
-from omnieval._config import PoolConfig
-from omnieval._schema import GenerationOptions
+from omnieval.core import GenerationOptions, PoolConfig
 from pool import Dispatcher, get_controller
 from schedulers import RoutingRequest
 from serving import GenerationRequest

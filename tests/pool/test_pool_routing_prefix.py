@@ -17,8 +17,7 @@ import pytest
 import ray
 from cluster_testlib import PidTracker, kill_pids, require_engine, run_async, teardown_pool, tiny_model
 
-from omnieval._config import PoolConfig
-from omnieval._schema import GenerationOptions
+from omnieval.core import GenerationOptions, PoolConfig
 from pool import Dispatcher, get_controller
 from schedulers import RoutingRequest
 from serving import GenerationRequest, GenerationResult

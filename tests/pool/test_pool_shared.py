@@ -16,8 +16,8 @@ import pytest
 import ray
 from cluster_testlib import PidTracker, kill_pids, require_engine, teardown_pool, tiny_model
 
-from omnieval._config import SuiteConfig
 from omnieval._runner import RunResult, run_suite
+from omnieval.core import SuiteConfig
 from pool import get_controller
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

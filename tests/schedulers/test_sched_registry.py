@@ -1,6 +1,6 @@
 import pytest
 
-from omnieval._registry import UnknownNameError
+from omnieval.core import UnknownNameError
 from schedulers import (
     DEFAULT_POLICY,
     ROUTING_POLICIES,

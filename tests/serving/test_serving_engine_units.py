@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from omnieval._schema import GenerationOptions
-from omnieval.errors import MissingDependencyError, OmnievalUserError, PlacementError, RequestFailed
+from omnieval.core import GenerationOptions, MissingDependencyError, OmnievalUserError, PlacementError, RequestFailed
 from serving import ENGINES
 from serving._managed import parse_prometheus
 from serving._text import cut_at_stop, text_messages

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from omnieval._schema import GenerationOptions
+from omnieval.core import GenerationOptions
 from serving._types import GenerationRequest
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
@@ -110,8 +110,7 @@ def test_media_replicas_in_serve(engine: str, tp: int, timing) -> None:  # type:
         pytest.skip(f"needs {tp} GPUs, found {_gpus()}")
     import ray
 
-    from omnieval._config import ModelConfig
-    from omnieval._schema import AudioContent, ImageContent, Message, TextContent
+    from omnieval.core import AudioContent, ImageContent, Message, ModelConfig, TextContent
     from pool import get_controller
     from pool._http import HttpTransport
     from serving import ray_node_ip

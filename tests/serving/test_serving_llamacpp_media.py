@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from omnieval._schema import GenerationOptions, ImageContent, Message, TextContent, VideoContent  # noqa: E402
+from omnieval.core import GenerationOptions, ImageContent, Message, TextContent, VideoContent  # noqa: E402
 from serving._llamacpp import LlamaCppEngine  # noqa: E402
 from serving._messages import to_openai  # noqa: E402
 from serving._types import GenerationRequest  # noqa: E402
@@ -88,9 +88,10 @@ def test_suite_defined_image_benchmark_reaches_llamacpp_through_the_pool(
     import yaml
     from ray import serve
 
-    from omnieval._config import SuiteConfig, check_registered
     from omnieval._runner import run_suite
+    from omnieval._suite import check_registered
     from omnieval.benchmarks import custom_spec
+    from omnieval.core import SuiteConfig
 
     examples = Path(__file__).resolve().parents[2] / "examples"
     raw = yaml.safe_load((examples / "custom_benchmark.yaml").read_text())

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from omnieval._schema import GenerationOptions
-from omnieval.errors import ReplicaDead
+from omnieval.core import GenerationOptions, ReplicaDead
 from serving._managed import ManagedServer, failed_log_dir, log_dir, owner_log_dir, sweep_logs
 from serving._types import GenerationRequest
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from omnieval._schema import AudioContent, Message, TextContent, VideoContent
-from omnieval.errors import OmnievalUserError
+from omnieval.core import AudioContent, Message, OmnievalUserError, TextContent, VideoContent
 from serving._features import hf_features
 from serving._managed import ManagedServer
 from serving._media import pick_frames, resampled_wav, video_frames
@@ -120,7 +119,7 @@ def test_server_command_keeps_json_arguments() -> None:
 
 
 def test_vllm_gets_the_records_clip_sampling_others_plain_video_url() -> None:
-    from omnieval._schema import GenerationOptions
+    from omnieval.core import GenerationOptions
     from serving._openai import chat_payload
     from serving._types import GenerationRequest
 

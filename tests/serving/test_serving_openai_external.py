@@ -12,8 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from omnieval._schema import GenerationOptions
-from omnieval.errors import ReplicaDead, RequestFailed
+from omnieval.core import GenerationOptions, ReplicaDead, RequestFailed
 from serving._llamacpp import free_port
 from serving._llamacpp_bin import cached_binary
 from serving._openai import OpenAIEngine

@@ -15,7 +15,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from omnieval._schema import GenerationOptions  # noqa: E402
+from omnieval.core import GenerationOptions  # noqa: E402
 from serving._transformers import TransformersEngine  # noqa: E402
 from serving._types import GenerationRequest  # noqa: E402
 
@@ -80,7 +80,7 @@ def test_transformers_greedy_and_batched(smollm_gguf: Path, timing) -> None:
 def test_transformers_takes_images_and_frames_through_its_processor(plumbing_models: dict[str, Path], timing) -> None:
     """The plumbing VLM (Idefics3 shape, untrained tower): the image processor's tiles and the chat template's
     image tokens reach generate, so the prompt grows with the image's extent and the number of frames."""
-    from omnieval._schema import ImageContent, Message, TextContent, VideoContent
+    from omnieval.core import ImageContent, Message, TextContent, VideoContent
     from serving._messages import to_openai
 
     clip = Path(__file__).resolve().parents[2] / "omnieval/benchmarks/data/omniassist_sample/media/II_000/t0.mp4"
@@ -136,7 +136,7 @@ def test_transformers_takes_audio_through_its_processor(plumbing_models: dict[st
     expansion reach generate, so the prompt grows with the clip; an mp3 at 8 kHz is resampled to 16 kHz."""
     import wave
 
-    from omnieval._schema import AudioContent, Message, TextContent
+    from omnieval.core import AudioContent, Message, TextContent
     from serving._messages import to_openai
 
     data = Path(__file__).resolve().parents[2] / "omnieval/benchmarks/data"

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from omnieval._schema import GenerationOptions  # noqa: E402
+from omnieval.core import GenerationOptions  # noqa: E402
 from serving import ENGINES  # noqa: E402
 from serving._types import GenerationRequest, GenerationResult  # noqa: E402
 

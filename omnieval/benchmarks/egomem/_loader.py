@@ -28,9 +28,9 @@ from typing import Literal
 import numpy as np
 import pyarrow.parquet as pq
 
-from omnieval._schema import AudioContent, Content, GenerationOptions, Message, Record, TextContent
 from omnieval.benchmarks.egomem._prompt import SYSTEM_PROMPT, memory_block
 from omnieval.benchmarks.egomem._schema import SPLITS, DialogRecord, DialogTurn, EgoMemSample, check_arrow_schema
+from omnieval.core import AudioContent, Content, GenerationOptions, Message, Record, TextContent
 
 Memory = Literal["profile", "support", "none"]
 UserInput = Literal["audio", "text", "audio+text"]

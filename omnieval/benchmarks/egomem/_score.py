@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from omnieval._schema import Record, RecordError
 from omnieval.benchmarks.egomem._parse import JudgeFn, judge_with_retries, parse_session_scores
 from omnieval.benchmarks.egomem._prompt import build_scoring_prompt
+from omnieval.core import Record, RecordError
 
 
 def answer_text(record: Record) -> str | None:

@@ -23,8 +23,8 @@ import math
 import re
 from typing import Literal
 
-from omnieval._schema import Record
 from omnieval.benchmarks.omniassist._schema import MAJOR_TASKS, REAL_WORLD_CASES, SUB_TASK_PARENT
+from omnieval.core import Record
 
 
 def slug(name: str) -> str:

@@ -29,7 +29,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
-from omnieval._schema import (
+from omnieval.benchmarks.omniassist._prompt import SYSTEM_PROMPT
+from omnieval.benchmarks.omniassist._schema import SUB_TASK_NAMES, Interaction, Turn
+from omnieval.core import (
     AudioContent,
     Content,
     GenerationOptions,
@@ -39,8 +41,6 @@ from omnieval._schema import (
     TextContent,
     VideoContent,
 )
-from omnieval.benchmarks.omniassist._prompt import SYSTEM_PROMPT
-from omnieval.benchmarks.omniassist._schema import SUB_TASK_NAMES, Interaction, Turn
 
 Mode = Literal["common", "teacher_forcing"]
 Condition = Literal["original", "visual_only", "audio_only"]

@@ -10,10 +10,10 @@ stays unparsable after ``max_retries`` retries gives ``RecordError(kind="judge")
 
 from __future__ import annotations
 
-from omnieval._schema import Record, RecordError
 from omnieval.benchmarks.omniassist._parse import JudgeFn, judge_with_retries, parse_rubric_score
 from omnieval.benchmarks.omniassist._prompt import build_judge_prompt
 from omnieval.benchmarks.omniassist._schema import KEEP_QUIET, SUB_TASK_NAMES
+from omnieval.core import Record, RecordError
 
 
 def answer_text(record: Record) -> str | None:

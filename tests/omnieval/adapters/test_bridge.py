@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omnieval._cache import ResponseCache
-from omnieval._config import PoolConfig
-from omnieval._schema import GenerationOptions
 from omnieval.adapters._bridge import PoolBridge
+from omnieval.core import GenerationOptions, PoolConfig
+from pool import ResponseCache
 from serving._types import GenerationRequest, GenerationResult
 
 IDENTITY = {"fingerprint": "f", "sha256": "0" * 64, "engine": "llamacpp", "engine_version": "v"}

@@ -34,7 +34,7 @@ def test_task_config_overrides_dataset_keeps_prompt_and_filters(tmp_path: Path) 
 
 def test_unknown_task_is_a_user_error() -> None:
     from omnieval.adapters._lmeval import task_config
-    from omnieval.errors import OmnievalUserError
+    from omnieval.core import OmnievalUserError
 
     with pytest.raises(OmnievalUserError, match="no task 'gsm8kk'"):
         task_config("gsm8kk", {"data_files": {"test": "x"}})

@@ -27,7 +27,7 @@ from testlib.fake_vlm import answer, colour_of, fake_vlm
 from testlib.runs import ROOT, artifact_from, run_cli
 
 from omnieval import read_manifest, read_records
-from omnieval._schema import ImageContent
+from omnieval.core import ImageContent
 from serving._types import GenerationRequest, GenerationResult
 
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
@@ -75,7 +75,7 @@ def test_record_messages_store_images_as_cached_files(tmp_path: Path, monkeypatc
 def test_tiny_shapes_resolves_offline_and_data_files_override(tmp_path: Path) -> None:
     pytest.importorskip("lmms_eval", reason="needs the lmms venv: scripts/make_framework_venv.sh lmms")
     from omnieval.adapters._lmms import task_manager
-    from omnieval.errors import OmnievalUserError
+    from omnieval.core import OmnievalUserError
 
     tm, name = task_manager("tiny_shapes", {}, tmp_path)
     assert name == "tiny_shapes" and "tiny_shapes" in tm.all_tasks

@@ -21,7 +21,7 @@ from testlib.fake_vlm import answer, colour_of, fake_vlm
 from testlib.runs import ROOT, artifact_from, run_cli
 
 from omnieval import read_manifest, read_records
-from omnieval._schema import ImageContent
+from omnieval.core import ImageContent
 from serving._types import GenerationRequest, GenerationResult
 
 TSV = ROOT / "omnieval/benchmarks/data/vlmeval/TinyShapesMCQ.tsv"
@@ -85,7 +85,7 @@ def test_data_files_option_and_limit(vlmeval_env: Path) -> None:
 
 def test_unknown_dataset_is_a_user_error(vlmeval_env: Path) -> None:
     from omnieval.adapters._vlmeval import VLMEvalAdapter
-    from omnieval.errors import OmnievalUserError
+    from omnieval.core import OmnievalUserError
 
     with pytest.raises(OmnievalUserError, match="cannot build dataset 'NoSuchTSV'"):
         VLMEvalAdapter().run(task="NoSuchTSV", options={}, model="m", bridge=FakeBridge(), limit=None, generation={})

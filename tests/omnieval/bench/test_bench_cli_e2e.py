@@ -25,7 +25,7 @@ pool: {clients: 2, max_inflight_per_replica: 4, chunk_size: 2}
 
 
 def _have_llama_server() -> bool:
-    from omnieval.errors import OmnievalUserError
+    from omnieval.core import OmnievalUserError
     from serving import find_llama_server
 
     try:

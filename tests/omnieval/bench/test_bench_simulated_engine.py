@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from omnieval._config import ModelConfig
-from omnieval._schema import GenerationOptions
+from omnieval.core import GenerationOptions, ModelConfig
 from serving import ENGINES
 from serving._simulated import SIMULATED_TEXT, SimulatedEngine
 from serving._types import GenerationRequest
@@ -42,7 +41,7 @@ def test_instant_mode_outputs_are_labelled_simulated() -> None:
 
 
 def test_unknown_kwarg_is_a_user_error() -> None:
-    from omnieval.errors import OmnievalUserError
+    from omnieval.core import OmnievalUserError
 
     with pytest.raises(OmnievalUserError, match="unknown engine_kwargs"):
         SimulatedEngine(replica_id="s", model="m", bogus=1)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from omnieval._schema import Record
 from omnieval._stream import LocalChunkRunner, lazy_chunks, stream_dispatch
 from omnieval.bench._stream_probe import echo_chunk, synthetic_records
+from omnieval.core import Record
 
 
 class _FakeRunner:

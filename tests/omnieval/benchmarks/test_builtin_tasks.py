@@ -13,13 +13,20 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from omnieval._registry import UnknownNameError
-from omnieval._schema import AudioContent, GenerationOptions, Output, Record, TextContent, TextOutput
 from omnieval._scoring import score_benchmark
 from omnieval.benchmarks import BENCHMARKS, DATA_DIR, get_benchmark
 from omnieval.benchmarks._audio_loaders import clip_paths
 from omnieval.benchmarks._task_types import TASK_TYPES, task_defaults
-from omnieval.errors import OmnievalUserError
+from omnieval.core import (
+    AudioContent,
+    GenerationOptions,
+    OmnievalUserError,
+    Output,
+    Record,
+    TextContent,
+    TextOutput,
+    UnknownNameError,
+)
 from omnieval.metrics import METRICS
 from omnieval.postprocess import POSTPROCESSORS
 from omnieval.postprocess._asr import asr_normalize

@@ -11,8 +11,8 @@ import pytest
 
 from omnieval import ConfigError, SuiteConfig, load_suite
 from omnieval._runner import builtin_specs, iter_records
-from omnieval._schema import ImageContent, Record
 from omnieval.cli import main
+from omnieval.core import ImageContent, Record
 
 ROOT = Path(__file__).resolve().parents[3]
 CUSTOM = ROOT / "examples" / "custom"

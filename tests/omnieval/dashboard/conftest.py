@@ -21,7 +21,7 @@ from omnieval._artifacts import (
     write_manifest,
     write_records,
 )
-from omnieval._schema import ImageContent, Message, Output, Record, RecordError, TextContent, TextOutput
+from omnieval.core import ImageContent, Message, Output, Record, RecordError, TextContent, TextOutput
 
 # name -> (modality, framework, native metric)
 BENCHES: dict[str, tuple[str, str, str]] = {

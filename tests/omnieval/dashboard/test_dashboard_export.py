@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from omnieval._artifacts import read_manifest, read_records, write_records
-from omnieval._schema import Output, TextOutput
+from omnieval.core import Output, TextOutput
 from omnieval.dashboard import export_static
 
 

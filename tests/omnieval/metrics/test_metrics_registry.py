@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import omnieval.metrics as metrics
-from omnieval._registry import UnknownNameError
+from omnieval.core import UnknownNameError
 from omnieval.metrics import METRICS, Metric, make_metric
 
 ROOT = Path(__file__).resolve().parents[3]

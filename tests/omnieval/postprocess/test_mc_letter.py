@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from omnieval._schema import Message, Record
+from omnieval.core import Message, Record
 from omnieval.postprocess import get_postprocessor
 
 mc_letter = get_postprocessor("mc_letter")

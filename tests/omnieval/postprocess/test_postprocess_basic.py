@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import omnieval.postprocess as postprocess
-from omnieval._registry import UnknownNameError
+from omnieval.core import UnknownNameError
 from omnieval.postprocess import POSTPROCESSORS, get_postprocessor
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from omnieval._config import PathModelSource, VerifierConfig
+from omnieval.core import PathModelSource, VerifierConfig
 from omnieval.verifier import VerifierPool, judge_with_retries
 
 pytestmark = pytest.mark.ray

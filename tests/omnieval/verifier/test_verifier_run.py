@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from omnieval._config import PathModelSource, VerifierConfig
-from omnieval._schema import Message, Output, Record, RecordError, TextOutput
+from omnieval.core import Message, Output, PathModelSource, Record, RecordError, TextOutput, VerifierConfig
 from omnieval.verifier import (
     Triple,
     _run,

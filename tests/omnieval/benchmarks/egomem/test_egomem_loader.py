@@ -11,7 +11,6 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
 
-from omnieval._schema import AudioContent, Record, TextContent
 from omnieval.benchmarks.egomem import (
     ARROW_SCHEMA,
     SAMPLE_DIR,
@@ -22,6 +21,7 @@ from omnieval.benchmarks.egomem import (
     load_records,
     split_files,
 )
+from omnieval.core import AudioContent, Record, TextContent
 
 
 @pytest.fixture(scope="module")

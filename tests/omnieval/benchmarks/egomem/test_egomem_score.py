@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from omnieval._schema import Output, Record, RecordError, TextOutput
 from omnieval.benchmarks.egomem import SAMPLE_DIR, aggregate, load_records, score_records
+from omnieval.core import Output, Record, RecordError, TextOutput
 
 
 @pytest.fixture(scope="module")

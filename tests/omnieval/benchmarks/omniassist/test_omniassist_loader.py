@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from omnieval._schema import AudioContent, ImageContent, Output, Record, TextContent, TextOutput, VideoContent
 from omnieval.benchmarks.omniassist import (
     KEEP_QUIET,
     MAJOR_TASKS,
@@ -23,6 +22,7 @@ from omnieval.benchmarks.omniassist import (
     run_interactions,
     turn_waves,
 )
+from omnieval.core import AudioContent, ImageContent, Output, Record, TextContent, TextOutput, VideoContent
 
 
 def _types(r: Record, which: int = -1) -> list[str]:

@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-from omnieval._schema import Output, Record, RecordError, TextOutput
 from omnieval.benchmarks.omniassist import (
     KEEP_QUIET,
     SAMPLE_DIR,
@@ -16,6 +15,7 @@ from omnieval.benchmarks.omniassist import (
     normalise,
     score_records,
 )
+from omnieval.core import Output, Record, RecordError, TextOutput
 
 
 def _with(r: Record, prediction: str) -> Record:

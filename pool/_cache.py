@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from serving._types import GenerationResult
+from serving import GenerationResult
 
 
 def cache_key(*, model_id: dict[str, Any], messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
@@ -64,6 +64,6 @@ def default_cache_path() -> Path:
     """
     if env := os.environ.get("OMNIEVAL_RESPONSE_CACHE"):
         return Path(env)
-    from serving._models import cache_dir
+    from omnieval.core import cache_dir
 
     return cache_dir() / "responses.sqlite"
