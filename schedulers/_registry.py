@@ -1,6 +1,6 @@
 """Name → routing-policy registry.
 
-Targets are lazy ``"module:object"`` strings (see :class:`omnieval._registry.Registry`) so a policy registered by name
+Targets are lazy ``"module:object"`` strings (see :class:`omnieval.core.Registry`) so a policy registered by name
 resolves identically in the driver and inside Ray actors.
 """
 
@@ -8,17 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from omnieval.core import ROUTING_POLICIES as _ROUTING_POLICIES
 from omnieval.core import Registry
 
 from ._policy import RoutingPolicy
 
 DEFAULT_POLICY = "p2c"
 
-ROUTING_POLICIES: Registry[type[RoutingPolicy]] = Registry("routing policy")
-ROUTING_POLICIES.register("p2c", "schedulers._p2c:PowerOfTwoChoices")
-ROUTING_POLICIES.register("round_robin", "schedulers._round_robin:RoundRobin")
-ROUTING_POLICIES.register("least_loaded", "schedulers._least_loaded:LeastLoaded")
-ROUTING_POLICIES.register("prefix_aware", "schedulers._prefix_aware:PrefixAware")
+ROUTING_POLICIES: Registry[type[RoutingPolicy]] = _ROUTING_POLICIES  # table in the kernel: configs validate names
 
 
 def make_policy(name: str = DEFAULT_POLICY, seed: int | None = None, **kwargs: Any) -> RoutingPolicy:

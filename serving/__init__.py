@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from omnieval.core import ENGINES as _ENGINES
 from omnieval.core import Registry
 from serving._engine import Engine
 from serving._features import EngineFeatures, declared
@@ -17,15 +18,7 @@ from serving._openai import OpenAIEngine, chat_payload, parse_chat_completion
 from serving._simulated import DEFAULT_PROFILE, SIMULATED_TEXT, EngineProfile, PrefixCache, block_hashes
 from serving._types import Endpoint, EngineStats, GenerationRequest, GenerationResult
 
-ENGINES: Registry[type[Engine]] = Registry("engine")
-ENGINES.register("llamacpp", "serving._llamacpp:LlamaCppEngine")
-ENGINES.register("openai", "serving._openai:OpenAIEngine")
-ENGINES.register("simulated", "serving._simulated:SimulatedEngine")  # SIMULATED: bench/scale studies only
-ENGINES.register("instant", "serving._instant:InstantEngine")  # INSTANT (no model): line-rate benchmarks only
-ENGINES.register("vllm", "serving._vllm:VLLMEngine")
-ENGINES.register("transformers", "serving._transformers:TransformersEngine")
-ENGINES.register("sglang", "serving._sglang:SGLangEngine")
-ENGINES.register("whisper", "serving._whisper:FasterWhisperEngine")
+ENGINES: Registry[type[Engine]] = _ENGINES  # the kernel holds the table, so a suite config can validate names
 
 
 def engine_features(

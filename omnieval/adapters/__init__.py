@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 from omnieval.adapters._base import FrameworkAdapter, FrameworkResult
-from omnieval.core import Registry
+from omnieval.core import FRAMEWORKS, Registry
 
-ADAPTERS: Registry[type[FrameworkAdapter]] = Registry("evaluation framework")
-ADAPTERS.register("lmeval", "omnieval.adapters._lmeval:LMEvalAdapter")
-ADAPTERS.register("lmms", "omnieval.adapters._lmms:LMMSEvalAdapter")
-ADAPTERS.register("vlmeval", "omnieval.adapters._vlmeval:VLMEvalAdapter")
+ADAPTERS: Registry[type[FrameworkAdapter]] = FRAMEWORKS  # table in the kernel: configs validate framework names
 
 __all__ = ["ADAPTERS", "FrameworkAdapter", "FrameworkResult"]

@@ -39,6 +39,7 @@ from omnieval.core._errors import (
 )
 from omnieval.core._hashing import file_sha256, path_sha256
 from omnieval.core._paths import cache_dir
+from omnieval.core._plugins import ENGINES, FRAMEWORKS, ROUTING_POLICIES, InRegistry
 from omnieval.core._registry import Registry, UnknownNameError, import_target
 from omnieval.core._schema import (
     AudioContent,
@@ -57,6 +58,9 @@ from omnieval.core._schema import (
 )
 
 __all__ = [
+    "ENGINES",
+    "FRAMEWORKS",
+    "ROUTING_POLICIES",
     "AudioContent",
     "BenchmarkConfig",
     "BenchmarkDefinition",
@@ -71,6 +75,7 @@ __all__ = [
     "GenerationOverrides",
     "HubModelSource",
     "ImageContent",
+    "InRegistry",
     "Message",
     "MissingDependencyError",
     "ModelConfig",

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from omnieval.core._plugins import ENGINES, FRAMEWORKS, ROUTING_POLICIES, InRegistry
 from omnieval.core._schema import GenerationOptions
 
 
@@ -79,7 +80,7 @@ ModelSource = Annotated[
     PyPIModelSource | PathModelSource | HubModelSource | EndpointModelSource, Field(discriminator="kind")
 ]
 
-EngineName = Literal["llamacpp", "vllm", "sglang", "transformers", "openai", "simulated", "instant", "whisper"]
+EngineName = Annotated[str, InRegistry(ENGINES)]
 """``simulated`` (a timing model with placeholder outputs, serving/_simulated.py) and ``instant`` (an OpenAI server that
 answers at once, serving/_instant.py) are for ``omnieval bench`` only."""
 
@@ -299,7 +300,7 @@ def _resolve_definition(value: Any, base: Path) -> Any:
 class BenchmarkConfig(_Config):
     name: str
     """Registered benchmark name (``omnieval list``), or the framework's own task name for other frameworks."""
-    framework: Literal["builtin", "lmeval", "lmms", "vlmeval"] = "builtin"
+    framework: Annotated[str, InRegistry(FRAMEWORKS, also=("builtin",))] = "builtin"
     """Evaluation framework that defines the benchmark; non-builtin ones run in framework client actors."""
     limit: int | None = Field(default=None, ge=1)
     """Evaluate only the first N samples."""
@@ -358,7 +359,7 @@ class FrameworkEnv(_Config):
 
 
 class PoolConfig(_Config):
-    routing: Literal["p2c", "round_robin", "prefix_aware", "least_loaded"] = "p2c"
+    routing: Annotated[str, InRegistry(ROUTING_POLICIES)] = "p2c"
     """Replica selection policy."""
     clients: int = Field(default=2, ge=1)
     """Evaluation client actors."""

@@ -142,3 +142,45 @@ def test_every_config_field_is_documented_and_strict() -> None:
         assert m.model_config.get("extra") == "forbid", m
         for name, field in m.model_fields.items():
             assert field.description, f"{m.__name__}.{name} has no docstring"
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (("engine: llamacpp", "engine: llama_cpp"), r"models\[0\]\.engine: unknown engine 'llama_cpp'\. Did you mean: llamacpp\?"),
+        (("benchmarks:", "pool: {routing: p2k}\nbenchmarks:"), r"pool\.routing: unknown routing policy 'p2k'\. Did you mean: p2c\?"),
+        (("  - name: mmlu_tiny", "  - name: gsm8k\n    framework: lm_eval"), r"benchmarks\[0\]\.framework: unknown evaluation framework 'lm_eval'\. Did you mean: lmeval\b"),
+    ],
+)  # fmt: skip
+def test_registry_choices_are_checked_against_the_registries(
+    tmp_path: Path, edit: tuple[str, str], expected: str
+) -> None:
+    p = write(
+        tmp_path,
+        GOOD.replace(
+            "source: {kind: path, path: /x.gguf}", "source: {kind: path, path: /x.gguf}\n    engine: llamacpp"
+        ).replace(*edit),
+    )
+    with pytest.raises(ConfigError, match=expected):
+        load_suite(p)
+
+
+def test_schema_enums_are_the_registries_and_follow_new_entries() -> None:
+    from omnieval.core import ENGINES, FRAMEWORKS, ROUTING_POLICIES
+    from schedulers import ROUTING_POLICIES as policies
+    from serving import ENGINES as engines
+
+    assert engines is ENGINES and policies is ROUTING_POLICIES  # one table, re-exported where it is used
+    props = {k: v["properties"] for k, v in SuiteConfig.model_json_schema()["$defs"].items()}
+    assert props["ModelConfig"]["engine"]["enum"] == ENGINES.names()
+    assert props["PoolConfig"]["routing"]["enum"] == ROUTING_POLICIES.names()
+    assert props["BenchmarkConfig"]["framework"]["enum"] == ["builtin", *FRAMEWORKS.names()]
+    ENGINES.register("my_engine", "mypkg.engine:MyEngine")  # a plugin: accepted by the next validation
+    try:
+        cfg = cfgmod.ModelConfig.model_validate(
+            {"name": "m", "source": {"kind": "path", "path": "/x"}, "engine": "my_engine"}
+        )
+        assert cfg.engine == "my_engine"
+        assert "my_engine" in SuiteConfig.model_json_schema()["$defs"]["ModelConfig"]["properties"]["engine"]["enum"]
+    finally:
+        ENGINES._targets.pop("my_engine")
