@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pool._cache import ResponseCache, cache_key, default_cache_path
+from pool._cache import CacheLookup, ResponseCache, cache_key, default_cache_path, lookup_response
 from pool._client import EvalClient
 from pool._controller import CONTROLLER_NAME, NAMESPACE, PoolController, fingerprint, get_controller
 from pool._dispatch import Dispatcher, NoReplicaAvailable
@@ -10,6 +10,7 @@ from pool._types import ChunkResult, ReplicaInfo, ReplicaState, decode_records, 
 
 __all__ = [
     "CONTROLLER_NAME",
+    "CacheLookup",
     "ChunkResult",
     "NAMESPACE",
     "Dispatcher",
@@ -25,4 +26,5 @@ __all__ = [
     "encode_records",
     "fingerprint",
     "get_controller",
+    "lookup_response",
 ]

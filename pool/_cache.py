@@ -12,10 +12,15 @@ import json
 import os
 import sqlite3
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from serving import GenerationResult
+
+if TYPE_CHECKING:
+    from omnieval.core import GenerationOptions
+    from pool._dispatch import Dispatcher
 
 
 def cache_key(*, model_id: dict[str, Any], messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
@@ -54,6 +59,36 @@ class ResponseCache:
 
     def __len__(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+
+@dataclass(frozen=True)
+class CacheLookup:
+    """One request's look-up: its key (None: not cacheable here) and the cached answer, if there was one."""
+
+    cache: ResponseCache | None = None
+    key: str | None = None
+    hit: GenerationResult | None = None
+
+    def store(self, result: GenerationResult) -> None:
+        """Keep a freshly inferred answer under this request's key (nothing when the request is not cacheable)."""
+        if self.cache is not None and self.key is not None:
+            self.cache.put(self.key, result)
+
+
+async def lookup_response(
+    cache: ResponseCache | None, dispatcher: Dispatcher, messages: list[dict[str, Any]], options: GenerationOptions
+) -> CacheLookup:
+    """The response cache's answer to ``messages`` on the dispatcher's model, for every pool user (client actors,
+    the framework bridge): keyed on the model's identity, so a request is cacheable only once a healthy replica has
+    reported its weights sha256 and engine version."""
+    if cache is None:
+        return CacheLookup()
+    await dispatcher.refresh()
+    ident = dispatcher.model_identity()
+    if ident is None or ident["sha256"] is None:
+        return CacheLookup()
+    key = cache_key(model_id=ident, messages=messages, options=options.model_dump())
+    return CacheLookup(cache, key, cache.get(key))
 
 
 def default_cache_path() -> Path:

@@ -19,7 +19,7 @@ from omnieval.core import (
     Usage,
     clip,
 )
-from pool._cache import ResponseCache, cache_key
+from pool._cache import ResponseCache, lookup_response
 from pool._dispatch import Dispatcher
 from pool._types import ChunkResult, decode_records, encode_records
 from schedulers import RoutingRequest
@@ -74,17 +74,11 @@ class EvalClient:
             model=rec.model, prompt_text=prompt_text(messages), est_tokens=rec.generation_options.max_tokens
         )
         t0 = time.monotonic()
-        key = None
-        if self.cache is not None:
-            await d.refresh()
-            ident = d.model_identity()
-            if ident is not None and ident["sha256"] is not None:
-                key = cache_key(model_id=ident, messages=messages, options=rec.generation_options.model_dump())
-                hit = self.cache.get(key)
-                if hit is not None:
-                    self.cache_hits += 1
-                    rec.meta["cache_hit"] = True
-                    return self._fill(rec, hit, t0, attempts=0)
+        cached = await lookup_response(self.cache, d, messages, rec.generation_options)
+        if cached.hit is not None:
+            self.cache_hits += 1
+            rec.meta["cache_hit"] = True
+            return self._fill(rec, cached.hit, t0, attempts=0)
         try:
             res, attempts, t0 = await d.submit(req, routing)
         except Exception as e:  # noqa: BLE001 - any exhausted failure is recorded on the sample, never dropped
@@ -94,8 +88,7 @@ class EvalClient:
             )  # type: ignore[arg-type]
             rec.latency = time.monotonic() - t0
             return rec
-        if key is not None and self.cache is not None:
-            self.cache.put(key, res)
+        cached.store(res)
         return self._fill(rec, res, t0, attempts)
 
     def _fill(self, rec: Record, res: GenerationResult, t0: float, attempts: int) -> Record:

@@ -12,7 +12,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from omnieval.core import PoolConfig
-from pool import Dispatcher, ResponseCache, cache_key
+from pool import Dispatcher, ResponseCache, lookup_response
 from schedulers import RoutingRequest
 from serving import GenerationRequest, GenerationResult, prompt_text
 
@@ -35,16 +35,10 @@ class PoolBridge:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     async def _one(self, req: GenerationRequest) -> GenerationResult | BaseException:
-        key = None
-        if self.cache is not None:
-            await self.dispatcher.refresh()
-            ident = self.dispatcher.model_identity()
-            if ident is not None and ident["sha256"] is not None:
-                key = cache_key(model_id=ident, messages=req.messages, options=req.options.model_dump())
-                hit = self.cache.get(key)
-                if hit is not None:
-                    self.cache_hits += 1
-                    return hit.model_copy(update={"from_cache": True})  # the adapter's Record says so
+        cached = await lookup_response(self.cache, self.dispatcher, req.messages, req.options)
+        if cached.hit is not None:
+            self.cache_hits += 1
+            return cached.hit.model_copy(update={"from_cache": True})  # the adapter's Record says so
         routing = RoutingRequest(
             model=self.model, prompt_text=prompt_text(req.messages), est_tokens=req.options.max_tokens
         )
@@ -53,8 +47,7 @@ class PoolBridge:
         except Exception as e:  # noqa: BLE001 - returned per request; the framework decides what a failure means
             return e
         self.sent += 1
-        if key is not None and self.cache is not None:
-            self.cache.put(key, res)
+        cached.store(res)
         return res
 
     def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult | BaseException]:

@@ -57,3 +57,41 @@ def test_default_path_moves_with_env_but_models_stay(tmp_path: Path, monkeypatch
     assert default_cache_path() == tmp_path / "root" / "responses.sqlite"
     monkeypatch.setenv("OMNIEVAL_RESPONSE_CACHE", str(tmp_path / "mine.sqlite"))
     assert default_cache_path() == tmp_path / "mine.sqlite" and cache_dir() == tmp_path / "root"
+
+
+class _Identity:
+    """The dispatcher's surface the look-up uses: refresh, then the model's identity (None until one is healthy)."""
+
+    def __init__(self, ident: dict[str, str | None] | None) -> None:
+        self.ident, self.refreshed = ident, 0
+
+    async def refresh(self) -> None:
+        self.refreshed += 1
+
+    def model_identity(self) -> dict[str, str | None] | None:
+        return self.ident
+
+
+def test_one_lookup_for_every_pool_user(tmp_path: Path) -> None:
+    import asyncio
+
+    from omnieval.core import GenerationOptions
+    from pool import lookup_response
+
+    cache, opts = ResponseCache(tmp_path / "c.sqlite"), GenerationOptions()
+    res = GenerationResult(request_id="r", text="4")
+
+    async def look(c: ResponseCache | None, ident: dict[str, str | None] | None):  # type: ignore[no-untyped-def]
+        return await lookup_response(c, _Identity(ident), MSGS, opts)  # type: ignore[arg-type]
+
+    assert asyncio.run(look(None, MODEL)).key is None  # no cache: nothing looked up
+    for ident in (None, {**MODEL, "sha256": None}):  # no weights digest yet: not cacheable, storing is a no-op
+        miss = asyncio.run(look(cache, ident))
+        assert (miss.key, miss.hit) == (None, None)
+        miss.store(res)
+        assert len(cache) == 0
+    first = asyncio.run(look(cache, MODEL))
+    assert first.key == cache_key(model_id=MODEL, messages=MSGS, options=opts.model_dump()) and first.hit is None
+    first.store(res)
+    again = asyncio.run(look(cache, MODEL))
+    assert again.hit is not None and again.hit.text == "4"
