@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster._inventory import GPU_MEMORY_RESOURCE, NODE_ID_LABEL, NodeInfo, inventory
-from omnieval.core import PlacementError
+from omnieval.core import ModelConfig, PlacementError
 
 MEMORY_OVERHEAD = 1.2
 """Weights size × this = the memory estimate when a model declares none (runtime buffers + a small KV cache)."""
@@ -78,16 +78,14 @@ class Demand:
         return ", ".join(parts)
 
 
-def estimate_memory_gb(model_cfg: dict[str, Any]) -> float | None:
+def estimate_memory_gb(model: ModelConfig) -> float | None:
     """Accelerator memory a GPU replica needs: the declared ``memory_gb``, else weights size × ``MEMORY_OVERHEAD``
     for local weights (other sources are unknown until downloaded, so None)."""
-    res = model_cfg.get("resources") or {}
-    if res.get("memory_gb"):
-        return float(res["memory_gb"])
-    src = model_cfg.get("source") or {}
-    if src.get("kind") != "path":
+    if model.resources.memory_gb:
+        return float(model.resources.memory_gb)
+    if model.source.kind != "path":
         return None
-    p = Path(str(src.get("path", ""))).expanduser()
+    p = Path(model.source.path).expanduser()
     try:
         if p.is_file():
             size = p.stat().st_size
@@ -100,11 +98,11 @@ def estimate_memory_gb(model_cfg: dict[str, Any]) -> float | None:
     return round(size / 2**30 * MEMORY_OVERHEAD, 3) if size else None
 
 
-def demand_of(model_cfg: dict[str, Any]) -> Demand:
-    """The replica demand of a ``ModelConfig`` dict, memory estimated from local weights when not declared."""
-    d = Demand.of(model_cfg.get("resources") or {}, model_cfg.get("engine_kwargs"))
+def demand_of(model: ModelConfig) -> Demand:
+    """The replica demand of a model, memory estimated from local weights when not declared."""
+    d = Demand.of(model.resources.model_dump(), model.engine_kwargs)
     if d.memory_gb is None and d.total_gpus > 0:
-        est = estimate_memory_gb(model_cfg)
+        est = estimate_memory_gb(model)
         if est:
             d = Demand(**{**d.__dict__, "memory_gb": est, "memory_strict": False})
     return d

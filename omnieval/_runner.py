@@ -38,7 +38,7 @@ from omnieval._progress import RunProgress
 from omnieval._provenance import cluster_hostnames, git_commit, package_versions
 from omnieval._scoring import group
 from omnieval.benchmarks import BenchmarkSpec, custom_spec, get_benchmark
-from omnieval.core import GenerationOptions, Record, SuiteConfig
+from omnieval.core import GenerationOptions, PoolConfig, Record, SuiteConfig
 
 if TYPE_CHECKING:
     from pool import ChunkResult
@@ -280,7 +280,7 @@ def _execute(
                if (b.models is None or m.name in b.models) and not _fw_file(run_dir, b.key, m.name).exists()}  # fmt: skip
     for m in suite.models:
         if m.name in needed:
-            ray.get(controller.ensure_model.remote(m.model_dump(mode="json"), plan.manifest.run_id))
+            ray.get(controller.ensure_model.remote(m, plan.manifest.run_id))
     timings["pool_up_s"] = time.monotonic() - t0
     # size the in-flight window for the largest the pool may grow to (elastic scale-out adds replicas), each
     # replica at its concurrency ceiling: the adaptive limits, not this window, decide what is sent
@@ -291,7 +291,7 @@ def _execute(
         from pool import default_cache_path
 
         cache_path = suite.cache.path or str(default_cache_path())
-    pool_cfg = suite.pool.model_dump(mode="json")
+    pool_cfg = suite.pool
     clients = [EvalClient.remote(controller, pool_cfg, suite.seed, i, cache_path, plan.video_inputs)
                for i in range(suite.pool.clients)]  # fmt: skip
     t0 = time.monotonic()
@@ -399,7 +399,7 @@ def _fw_file(run_dir: Path, key: str, model: str) -> Path:
 
 
 def _start_frameworks(
-    suite: SuiteConfig, run_dir: Path, controller: Any, pool_cfg: dict[str, Any], cache_path: str | None
+    suite: SuiteConfig, run_dir: Path, controller: Any, pool_cfg: PoolConfig, cache_path: str | None
 ) -> list[tuple[str, str, Any]]:
     """One framework client actor per (task, model), in the framework's own environment when configured."""
     from omnieval.adapters._actor import FrameworkClient

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from omnieval.core import ModelConfig
 from pool._types import ReplicaInfo
 
 DRAIN_GRACE_S = 2.0
@@ -53,7 +53,7 @@ def saturated(replicas: Iterable[ReplicaInfo]) -> bool:
 
 
 def plan_scaling(
-    models: Mapping[str, Mapping[str, Any]],
+    models: Mapping[str, ModelConfig],
     replicas: Iterable[ReplicaInfo],
     idle_since: Mapping[str, float],
     drained_at: Mapping[str, float],
@@ -73,11 +73,10 @@ def plan_scaling(
         live = [r for r in reps if r.state not in ("dead", "draining")]
         if any(r.state == "starting" for r in live):
             continue  # one scale step at a time
-        max_r = cfg.get("max_replicas")
-        if max_r is not None and len(live) < int(max_r) and saturated(live):
+        if cfg.max_replicas is not None and len(live) < cfg.max_replicas and saturated(live):
             plan.scale_out.append(model)
             continue
-        surplus = len(live) - int(cfg.get("replicas", 1))
+        surplus = len(live) - cfg.replicas
         if surplus <= 0 or saturated(live):
             continue
         idle = [

@@ -40,11 +40,11 @@ class EvalClient:
     """Async actor; concurrent ``run`` calls share one dispatcher per model, so caps hold across chunks."""
 
     def __init__(
-        self, controller: Any, pool_cfg: dict[str, Any], seed: int = 0, client_id: int = 0,
+        self, controller: Any, pool_cfg: PoolConfig, seed: int = 0, client_id: int = 0,
         cache_path: str | None = None, video_inputs: dict[str, str] | None = None,
     ) -> None:  # fmt: skip
         self.controller = controller
-        self.cfg = PoolConfig.model_validate(pool_cfg)
+        self.cfg = pool_cfg
         self.cache = ResponseCache(cache_path) if cache_path else None
         self.cache_hits = 0
         self.seed = seed * 1000 + client_id

@@ -19,7 +19,7 @@ from typing import Any
 import ray
 from pydantic import BaseModel, ConfigDict
 
-from omnieval.core import PlacementError, ReplicaDead, clip
+from omnieval.core import ModelConfig, PlacementError, ReplicaDead, clip
 from pool._autoscaler import ScaleResult, plan_scaling
 from pool._types import ReplicaInfo, ReplicaLoad, SyncRequest
 from schedulers import GradientLimiter, LimitWindow
@@ -35,8 +35,9 @@ CLIENT_TTL_S = 3.0
 """A client that has not synced for this long no longer takes a share of a model's replicas (nor counts in flight)."""
 
 
-def fingerprint(model_cfg: dict[str, Any]) -> str:
-    key = {k: model_cfg.get(k) for k in ("source", "engine", "engine_kwargs", "resources")}
+def fingerprint(model: ModelConfig) -> str:
+    """What makes two replicas interchangeable: the same weights, engine, engine options and resources."""
+    key = model.model_dump(mode="json", include={"source", "engine", "engine_kwargs", "resources"})
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
@@ -68,7 +69,7 @@ class PoolController:
         self._lock = threading.RLock()
         self._capacity = threading.Condition(self._lock)  # notified when a replica's resources are freed
         self._replicas: dict[str, ReplicaInfo] = {}
-        self._models: dict[str, dict[str, Any]] = {}  # model name -> config dict
+        self._models: dict[str, ModelConfig] = {}
         self._users: dict[str, set[str]] = {}  # model name -> run ids
         self._model_locks: dict[str, threading.Lock] = {}  # serialises scaling of one model
         self._reservations: dict[str, tuple[str, dict[str, float]]] = {}  # starting rid -> (node id, resources)
@@ -95,16 +96,18 @@ class PoolController:
         threading.Thread(target=self._autoscale_loop, daemon=True, name="pool-autoscale").start()
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
-    def ensure_model(self, model_cfg: dict[str, Any], run_id: str) -> list[ReplicaInfo]:
-        """Make sure ``model_cfg['replicas']`` healthy replicas of this exact spec exist; register the run.
+    def ensure_model(self, model_cfg: ModelConfig, run_id: str) -> list[ReplicaInfo]:
+        """Make sure ``model_cfg.replicas`` healthy replicas of this exact spec exist; register the run.
 
         A spec no node fits, or more replicas than the cluster could ever hold, raises ``PlacementError`` before any
         replica is deployed.
         """
         from cluster import check_replicas, demand_of
 
-        name = model_cfg["name"]
-        check_replicas(demand_of(model_cfg), int(model_cfg.get("replicas", 1)), name)
+        if not isinstance(model_cfg, ModelConfig):  # the typed config crosses the actor boundary, not a dict
+            raise TypeError(f"ensure_model takes a ModelConfig, got {type(model_cfg).__name__}")
+        name = model_cfg.name
+        check_replicas(demand_of(model_cfg), model_cfg.replicas, name)
         fp = fingerprint(model_cfg)
         with self._lock:
             old = self._models.get(name)
@@ -121,7 +124,7 @@ class PoolController:
                 have = [
                     r for r in self._replicas.values() if r.model == name and r.fingerprint == fp and r.state != "dead"
                 ]
-                missing = max(0, int(model_cfg.get("replicas", 1)) - len(have))
+                missing = max(0, model_cfg.replicas - len(have))
             for _ in range(missing):
                 self._add_replica(name, None, self._placement_wait_s)
         return self.replicas(name)
@@ -177,7 +180,7 @@ class PoolController:
     def _add_replica(self, model: str, node_id: str | None, wait_s: float) -> ReplicaInfo:
         from ray import serve
 
-        from serving import ENGINES, EngineReplica
+        from serving import ENGINES, EngineReplica, EngineSpec
 
         with self._lock:
             cfg = self._models[model]
@@ -185,17 +188,17 @@ class PoolController:
             fp = fingerprint(cfg)
             rid = f"{model}-r{self._counter}-{fp[:6]}"
         target_node, opts = self._reserve(rid, model, node_id, wait_s)
-        info = ReplicaInfo(replica_id=rid, model=model, fingerprint=fp, engine=cfg["engine"], node_id=target_node)
+        info = ReplicaInfo(replica_id=rid, model=model, fingerprint=fp, engine=cfg.engine, node_id=target_node)
         with self._lock:
             self._replicas[rid] = info
-        spec = {
-            "replica_id": rid,
-            "model": model,
-            "engine": cfg["engine"],
-            "engine_target": str(ENGINES.target(cfg["engine"])),
-            "source": cfg["source"],
-            "engine_kwargs": engine_kwargs_with_tp(cfg),
-        }
+        spec = EngineSpec(
+            replica_id=rid,
+            model=model,
+            engine=cfg.engine,
+            engine_target=str(ENGINES.target(cfg.engine)),
+            source=cfg.source,
+            engine_kwargs=engine_kwargs_with_tp(cfg),
+        )
         try:
             self._ensure_serve()
             app = EngineReplica.options(name="EngineReplica", **opts).bind(spec)
@@ -398,7 +401,7 @@ class PoolController:
             return {rid: {"limit": lim.limit, "updates": lim.updates, "baseline_s_per_token": lim.baseline}
                     for rid, lim in self._limiters.items() if rid in self._replicas}  # fmt: skip
 
-    def models(self) -> dict[str, dict[str, Any]]:
+    def models(self) -> dict[str, ModelConfig]:
         with self._lock:
             return dict(self._models)
 
@@ -511,18 +514,18 @@ def merge_served(engine: EngineStats, served: EngineStats) -> EngineStats:
     return out
 
 
-def engine_kwargs_with_tp(cfg: dict[str, Any]) -> dict[str, Any]:
+def engine_kwargs_with_tp(cfg: ModelConfig) -> dict[str, Any]:
     """The model's engine_kwargs with its tensor-parallel degree under the engine's own key (the replica's bundle
     holds that many GPUs; the engine must also be told to shard over them)."""
     from cluster import Demand
     from serving import ENGINES
 
-    kw = dict(cfg.get("engine_kwargs") or {})
-    tp = Demand.of(cfg.get("resources") or {}, kw).tensor_parallel_size
-    key = ENGINES.get(cfg["engine"]).tp_kwarg
+    kw = dict(cfg.engine_kwargs)
+    tp = Demand.of(cfg.resources.model_dump(), kw).tensor_parallel_size
+    key = ENGINES.get(cfg.engine).tp_kwarg
     if tp > 1 and key is not None:
         if kw.get(key) not in (None, tp):
-            raise PlacementError(f"model {cfg.get('name')!r}: engine_kwargs.{key}={kw[key]} but resources ask for "
+            raise PlacementError(f"model {cfg.name!r}: engine_kwargs.{key}={kw[key]} but resources ask for "
                                  f"tensor_parallel_size {tp}; set one of them")  # fmt: skip
         kw[key] = tp
     return kw

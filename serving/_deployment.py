@@ -7,33 +7,13 @@ replica per request with its own policies, health filter and circuit breaker, an
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 
 from omnieval.core import import_target
-from serving._types import EngineStats, GenerationRequest, GenerationResult
+from serving._types import EngineSpec, EngineStats, GenerationRequest, GenerationResult
 
 log = logging.getLogger("omnieval.serving")
-
-
-class EngineSpec(BaseModel):
-    """Everything a replica needs to build its engine, shipped by value (resolvable inside any Ray worker)."""
-
-    model_config = ConfigDict(extra="forbid")
-    replica_id: str
-    """Pool-unique replica id; also the Serve app name."""
-    model: str
-    """Suite model name."""
-    engine: str
-    """Engine name in ``serving.ENGINES``."""
-    engine_target: str
-    """``module:Class`` of the engine."""
-    source: dict[str, Any]
-    """Model source (pypi/path/hf/endpoint) as a dict."""
-    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Pass-through engine options."""
 
 
 @serve.deployment(
@@ -43,16 +23,14 @@ class EngineSpec(BaseModel):
     graceful_shutdown_timeout_s=20,
 )
 class EngineReplica:
-    async def __init__(self, spec: dict[str, Any]) -> None:
+    async def __init__(self, spec: EngineSpec) -> None:
         import ray
 
-        from omnieval.core import ModelConfig, path_sha256
+        from omnieval.core import path_sha256
         from serving._models import resolve_model
 
-        self.spec = EngineSpec.model_validate(spec)
-        source = ModelConfig.model_validate(
-            {"name": self.spec.model, "source": self.spec.source, "engine": self.spec.engine}
-        ).source
+        self.spec = spec
+        source = spec.source
         engine_cls = import_target(self.spec.engine_target)
         kwargs = dict(self.spec.engine_kwargs)
         path = resolve_model(source)

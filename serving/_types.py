@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from omnieval.core import GenerationOptions
+from omnieval.core import GenerationOptions, ModelSource
 
 
 class Endpoint(BaseModel):
@@ -117,3 +117,21 @@ class EngineStats(BaseModel):
     def tokens_per_s(self) -> float:
         up = max(time.time() - self.started_at, 1e-9)
         return self.output_tokens / up
+
+
+class EngineSpec(BaseModel):
+    """Everything a replica needs to build its engine, shipped by value (resolvable inside any Ray worker)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    replica_id: str
+    """Pool-unique replica id; also the Serve app name."""
+    model: str
+    """Suite model name."""
+    engine: str
+    """Engine name in ``serving.ENGINES``."""
+    engine_target: str
+    """``module:Class`` of the engine."""
+    source: ModelSource
+    """Model source (pypi/path/hf/endpoint)."""
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Pass-through engine options."""

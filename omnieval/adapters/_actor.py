@@ -16,9 +16,9 @@ from omnieval.core import PoolConfig
 
 @ray.remote(num_cpus=0)
 class FrameworkClient:
-    def __init__(self, controller: Any, pool_cfg: dict[str, Any], seed: int = 0, cache_path: str | None = None) -> None:
+    def __init__(self, controller: Any, pool_cfg: PoolConfig, seed: int = 0, cache_path: str | None = None) -> None:
         self.controller = controller
-        self.pool_cfg = PoolConfig.model_validate(pool_cfg)
+        self.pool_cfg = pool_cfg
         self.seed = seed
         self.cache_path = cache_path
 

@@ -84,17 +84,18 @@ def _stream_ray(n: int, chunk: int, window: int, ckpt: CheckpointWriter, clients
     from cluster import connect
     from omnieval._stream import RayChunkRunner, stream_dispatch
     from omnieval.bench._common import shutdown_ray
-    from omnieval.core import PoolConfig
+    from omnieval.core import ModelConfig, PoolConfig
     from pool import EvalClient, get_controller
 
     started = bool(connect(None).get("started"))
     try:
         ctl = get_controller(5.0)
-        model = {"name": "simulated", "engine": "simulated", "replicas": 1, "resources": {"num_cpus": 0},
-                 "source": {"kind": "path", "path": "/dev/null"},
-                 "engine_kwargs": {"time_scale": 0.0, "slots": 256}}  # fmt: skip
+        model = ModelConfig.model_validate(
+            {"name": "simulated", "engine": "simulated", "replicas": 1, "resources": {"num_cpus": 0},
+             "source": {"kind": "path", "path": "/dev/null"}, "engine_kwargs": {"time_scale": 0.0, "slots": 256}}
+        )  # fmt: skip
         ray.get(ctl.ensure_model.remote(model, "stream-probe"))
-        cfg = PoolConfig(clients=clients, max_inflight_per_replica=256, chunk_size=chunk).model_dump(mode="json")
+        cfg = PoolConfig(clients=clients, max_inflight_per_replica=256, chunk_size=chunk)
         actors = [EvalClient.remote(ctl, cfg, 0, i) for i in range(clients)]  # type: ignore[attr-defined]
         ray.get([a.dispatch_stats.remote() for a in actors])  # actors up: time the dispatch alone
         t0 = time.monotonic()

@@ -47,7 +47,7 @@ class PoolJudge:
             from pool import EvalClient
 
             cfg = self.pool_cfg.model_copy(update={"clients": 1})  # one judge client: it takes the whole limit
-            self._client = EvalClient.remote(self.controller, cfg.model_dump(mode="json"), 0, 900)  # type: ignore[attr-defined]
+            self._client = EvalClient.remote(self.controller, cfg, 0, 900)  # type: ignore[attr-defined]
         return self._client
 
     def __call__(self, prompts: list[str]) -> list[str]:

@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 import pytest
 import ray
 
+from omnieval.core import ModelConfig
+
 T = TypeVar("T")
 
 CACHE = Path(os.environ.get("OMNIEVAL_CACHE", Path.home() / ".cache" / "omnieval"))
@@ -49,10 +51,8 @@ def tiny_model(
     ctx_per_slot: int = 512,
     replicas: int = 1,
     max_replicas: int | None = None,
-) -> dict[str, Any]:
-    """A validated ``ModelConfig`` dict for a real, CPU-only, one-thread llama.cpp replica."""
-    from omnieval.core import ModelConfig
-
+) -> ModelConfig:
+    """A validated ``ModelConfig`` for a real, CPU-only, one-thread llama.cpp replica."""
     cfg = ModelConfig.model_validate(
         {
             "name": name,
@@ -64,7 +64,7 @@ def tiny_model(
             "engine_kwargs": {"parallel": parallel, "ctx_per_slot": ctx_per_slot, "threads": 1, "batch_size": 256},
         }
     )
-    return cfg.model_dump(mode="json")
+    return cfg
 
 
 def wait_until(pred: Callable[[], T | None], timeout_s: float, what: str, interval_s: float = 0.2) -> T:

@@ -21,7 +21,7 @@ from cluster import (
     feasible_nodes,
     fits,
 )
-from omnieval.core import PlacementError
+from omnieval.core import ModelConfig, PlacementError, ResourceConfig
 
 
 def node(
@@ -113,7 +113,7 @@ def test_deployment_options_tensor_parallel_one_bundle_with_every_rank_on_node()
 def test_memory_estimate_from_local_weights_is_lenient(tmp_path: Path) -> None:
     w = tmp_path / "m.gguf"
     w.write_bytes(b"\0" * (8 << 20))
-    cfg = {"source": {"kind": "path", "path": str(w)}, "resources": {"num_gpus": 1}}
+    cfg = ModelConfig(name="m", source={"kind": "path", "path": str(w)}, resources={"num_gpus": 1})
     est = estimate_memory_gb(cfg)
     assert est is not None and 0 < est < 0.01
     d = demand_of(cfg)
@@ -121,7 +121,7 @@ def test_memory_estimate_from_local_weights_is_lenient(tmp_path: Path) -> None:
     no_mem = node("gpu", gpus=1)  # declares no memory: an estimate does not exclude it, a declared need does
     assert fits(no_mem, d) is None
     assert "declares no" in (fits(no_mem, {"num_gpus": 1, "memory_gb": 1}) or "")
-    assert demand_of({"source": {"kind": "path", "path": str(w)}, "resources": {"num_cpus": 1}}).memory_gb is None
+    assert demand_of(cfg.model_copy(update={"resources": ResourceConfig(num_cpus=1)})).memory_gb is None
 
 
 def test_capacity_counts_whole_replicas_by_totals_whatever_is_busy() -> None:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from omnieval.core import ModelConfig
 from pool._autoscaler import DRAIN_GRACE_S, plan_scaling, saturated
 from pool._types import ReplicaInfo
 
@@ -14,8 +13,8 @@ def rep(rid: str, *, in_flight: int = 0, slots: int = 2, state: str = "healthy",
     )  # type: ignore[arg-type]
 
 
-def cfg(replicas: int = 1, max_replicas: int | None = 2) -> dict[str, Any]:
-    return {"replicas": replicas, "max_replicas": max_replicas}
+def cfg(replicas: int = 1, max_replicas: int | None = 2) -> ModelConfig:
+    return ModelConfig(name="m", source={"kind": "path", "path": "/x"}, replicas=replicas, max_replicas=max_replicas)
 
 
 def test_saturated_is_aggregate_over_healthy_replicas() -> None:

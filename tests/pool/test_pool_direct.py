@@ -15,15 +15,14 @@ import ray
 from ray import serve
 from testlib.ray_head import wait_until
 
-from omnieval.core import GenerationOptions, PoolConfig
+from omnieval.core import GenerationOptions, ModelConfig, PoolConfig
 from pool import Dispatcher, get_controller
 from schedulers import RoutingRequest
 from serving import GenerationRequest
 from serving._instant import INSTANT_TEXT
 
 pytestmark = [pytest.mark.ray]
-MODEL = {"name": "instant", "engine": "instant", "replicas": 1, "resources": {"num_cpus": 0},
-         "source": {"kind": "path", "path": "/dev/null"}}  # fmt: skip
+MODEL = ModelConfig(name="instant", engine="instant", resources={"num_cpus": 0}, source={"kind": "path", "path": "/dev/null"})
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from omnieval.core import GenerationOptions, MissingDependencyError, OmnievalUserError, PlacementError, RequestFailed
+from omnieval.core import (
+    GenerationOptions,
+    MissingDependencyError,
+    ModelConfig,
+    OmnievalUserError,
+    PlacementError,
+    RequestFailed,
+)
 from serving import ENGINES
 from serving._managed import parse_prometheus
 from serving._text import cut_at_stop, text_messages
@@ -106,12 +113,13 @@ def test_tensor_parallel_reaches_the_server_and_vllm_uses_its_own_ranks() -> Non
     one = VLLMEngine(replica_id="r", model="smol", model_path="/x")
     one.checkpoint = "/ckpt"
     assert "--distributed-executor-backend" not in one.server_command()
-    cfg = {"name": "m", "engine": "vllm", "resources": {"num_gpus": 1, "tensor_parallel_size": 4}, "engine_kwargs": {}}
+    cfg = ModelConfig(name="m", engine="vllm", source={"kind": "path", "path": "/x"},
+                      resources={"num_gpus": 1, "tensor_parallel_size": 4})  # fmt: skip
     assert engine_kwargs_with_tp(cfg) == {"tensor_parallel_size": 4}
-    assert engine_kwargs_with_tp({**cfg, "engine": "sglang"}) == {"tp_size": 4}
-    assert engine_kwargs_with_tp({**cfg, "engine": "llamacpp"}) == {}  # llama.cpp splits over the GPUs it sees
+    assert engine_kwargs_with_tp(cfg.model_copy(update={"engine": "sglang"})) == {"tp_size": 4}
+    assert engine_kwargs_with_tp(cfg.model_copy(update={"engine": "llamacpp"})) == {}  # splits over the GPUs it sees
     with pytest.raises(PlacementError, match="tensor_parallel_size=2 but resources ask for tensor_parallel_size 4"):
-        engine_kwargs_with_tp({**cfg, "engine_kwargs": {"tensor_parallel_size": 2}})
+        engine_kwargs_with_tp(cfg.model_copy(update={"engine_kwargs": {"tensor_parallel_size": 2}}))
 
 
 def test_sglang_runs_its_own_server_process() -> None:

@@ -119,10 +119,10 @@ def test_media_replicas_in_serve(engine: str, tp: int, timing) -> None:  # type:
     mem = {"vllm": {"gpu_memory_utilization": 0.8, "max_model_len": 8192},
            "sglang": {"mem_fraction_static": 0.7, "context_length": 8192}}[engine]  # fmt: skip
 
-    def cfg(name: str, repo: str) -> dict:
+    def cfg(name: str, repo: str) -> ModelConfig:
         return ModelConfig.model_validate({"name": name, "engine": engine, "source": {"kind": "hf", "repo_id": repo},
                                            "resources": {"num_cpus": 1, "num_gpus": 1, "tensor_parallel_size": tp},
-                                           "engine_kwargs": mem}).model_dump(mode="json")  # fmt: skip
+                                           "engine_kwargs": mem})  # fmt: skip
 
     async def ask(ep, content) -> int:  # type: ignore[no-untyped-def]
         req = GenerationRequest(request_id="gpu-media", options=GenerationOptions(max_tokens=16),

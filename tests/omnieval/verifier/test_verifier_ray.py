@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from omnieval.core import Message, Output, PoolConfig, PyPIModelSource, Record, TextOutput, VerifierConfig
+from omnieval.core import Message, ModelConfig, Output, PoolConfig, PyPIModelSource, Record, TextOutput, VerifierConfig
 from omnieval.verifier import (
     VerifierPool,
     judge_with_retries,
@@ -106,10 +106,10 @@ def test_pool_judge_through_real_replica(ray_local: None) -> None:
     from pool import get_controller
 
     controller = get_controller(health_check_period_s=30.0)
-    model_cfg = {
-        "name": "judge-smol", "source": SMOL.model_dump(mode="json"), "engine": "llamacpp", "replicas": 1,
-        "resources": {"num_cpus": 1}, "engine_kwargs": {"parallel": 2, "ctx_per_slot": 1024, "threads": 1},
-    }  # fmt: skip
+    model_cfg = ModelConfig(
+        name="judge-smol", source=SMOL, engine="llamacpp", replicas=1, resources={"num_cpus": 1},
+        engine_kwargs={"parallel": 2, "ctx_per_slot": 1024, "threads": 1},
+    )  # fmt: skip
     try:
         ray.get(controller.ensure_model.remote(model_cfg, "verifier-test"), timeout=600)
         judge = make_pool_judge("judge-smol", controller, PoolConfig(max_inflight_per_replica=2), max_tokens=24)
