@@ -1,4 +1,7 @@
-"""``omnieval`` command line: run, rerun, schema, list, setup, dashboard, serve, bench.
+"""``omnieval`` command line: run, rerun, schema, list, setup, dashboard, serve, bench, compare.
+
+This module only wires the parser; each command lives in ``omnieval/cli/_<command>.py`` (or, for commands that parse
+their own arguments, in its package's ``cli_main``).
 
 Exit codes: 0 ok; 1 run failed (or a rerun differs); 2 bad input (config, path, missing extra); 130 interrupted.
 """
@@ -6,12 +9,11 @@ Exit codes: 0 ok; 1 run failed (or a rerun differs); 2 bad input (config, path, 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from collections.abc import Sequence
 
-from omnieval.core import ConfigError, OmnievalError, OmnievalUserError, user_message
+from omnieval.core import ConfigError, OmnievalError, OmnievalUserError, import_target, user_message
 
 __all__ = ["main"]
 
@@ -47,19 +49,28 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+_COMMANDS = {
+    "run": "omnieval.cli._run:cmd_run",
+    "rerun": "omnieval.cli._rerun:cmd_rerun",
+    "schema": "omnieval.cli._schema:cmd_schema",
+    "list": "omnieval.cli._list:cmd_list",
+    "setup": "omnieval.cli._setup:cmd_setup",
+}
+"""Commands parsed here: one module each, imported only when run so ``omnieval --help`` stays fast."""
+
 _PASSTHROUGH = {
     "dashboard": "omnieval.dashboard:cli_main",
-    "serve": "omnieval.server:cli_main",
+    "serve": "omnieval.jobserver:cli_main",
     "bench": "omnieval.bench:cli_main",
     "compare": "omnieval.compare:cli_main",
 }
+"""Commands that parse their own arguments: the rest of argv goes to the package's ``cli_main``."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``omnieval`` entry point; returns the exit code instead of raising, so scripts can branch on it."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in _PASSTHROUGH:
-        from omnieval.core import import_target
-
         try:
             return int(import_target(_PASSTHROUGH[argv[0]])(argv[1:]))
         except (ConfigError, OmnievalUserError) as e:
@@ -70,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
-        return _dispatch(args)
+        return int(import_target(_COMMANDS[args.cmd])(args))
     except (ConfigError, OmnievalUserError) as e:
         print(f"omnieval: error: {user_message(e)}", file=sys.stderr)
         return 2
@@ -80,35 +91,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("omnieval: interrupted; resume with `omnieval run --resume <artifact dir>`", file=sys.stderr)
         return 130
-
-
-def _dispatch(args: argparse.Namespace) -> int:
-    if args.cmd == "schema":
-        from omnieval._suite import suite_json_schema
-
-        print(json.dumps(suite_json_schema(), indent=2))
-        return 0
-    if args.cmd == "list":
-        from omnieval._cli_list import print_registries
-
-        print_registries()
-        return 0
-    if args.cmd == "setup":
-        from serving import build_llama_server, resolve_model
-
-        if args.what == "llamacpp":
-            print(build_llama_server())
-        else:
-            from omnieval._defaults import DEFAULT_MODEL_SOURCE
-
-            print(resolve_model(DEFAULT_MODEL_SOURCE))
-        return 0
-    if args.cmd == "run":
-        from omnieval._cli_run import cmd_run
-
-        return cmd_run(args)
-    if args.cmd == "rerun":
-        from omnieval._rerun import cmd_rerun
-
-        return cmd_rerun(args)
-    raise AssertionError(args.cmd)

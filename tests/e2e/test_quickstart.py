@@ -12,8 +12,8 @@ import pytest
 from testlib.runs import run_cli
 
 from omnieval import load_suite, read_manifest, read_records
-from omnieval._rerun import diff_runs
 from omnieval.benchmarks import get_benchmark
+from omnieval.cli._rerun import diff_runs
 from omnieval.metrics import make_metric
 
 ROOT = Path(__file__).resolve().parents[2]

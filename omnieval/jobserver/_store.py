@@ -1,6 +1,6 @@
 """SQLite job store: the server's only state, so jobs survive restarts and crashes.
 
-WAL mode keeps readers (GET /jobs) from blocking the scheduler's writes. One server process owns a database;
+WAL mode keeps readers (GET /jobs) from blocking the job queue's writes. One server process owns a database;
 two servers on the same file would both schedule its pending jobs.
 """
 
@@ -18,7 +18,7 @@ from typing import Any, Literal, get_args
 JobState = Literal["pending", "submitted", "running", "succeeded", "failed", "cancelled"]
 STATES: tuple[str, ...] = get_args(JobState)
 ACTIVE_STATES: tuple[JobState, ...] = ("submitted", "running")
-"""States holding a runner job: polled by the scheduler and re-attached after a restart."""
+"""States holding a runner job: polled by the job queue and re-attached after a restart."""
 FINAL_STATES: tuple[JobState, ...] = ("succeeded", "failed", "cancelled")
 
 _SCHEMA = f"""
@@ -68,7 +68,7 @@ def _row_to_job(row: sqlite3.Row) -> Job:
 
 
 class JobStore:
-    """Thread-safe CRUD over the ``jobs`` table (the scheduler's worker threads and the event loop share it)."""
+    """Thread-safe CRUD over the ``jobs`` table (the job queue's worker threads and the event loop share it)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -102,7 +102,7 @@ class JobStore:
         return _row_to_job(row) if row else None
 
     def list_jobs(self, state: str | None = None, *, limit: int = 1000, oldest_first: bool = False) -> list[Job]:
-        """Jobs newest first (the API's order); ``oldest_first`` gives the scheduler FIFO order."""
+        """Jobs newest first (the API's order); ``oldest_first`` gives the job queue FIFO order."""
         order = "ASC" if oldest_first else "DESC"
         sql = "SELECT * FROM jobs" + (" WHERE state = ?" if state else "")
         sql += f" ORDER BY created_at {order}, rowid {order} LIMIT ?"

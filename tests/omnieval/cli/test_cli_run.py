@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from omnieval._artifacts import RunManifest
-from omnieval._cli_run import throughput_line
+from omnieval.cli._run import throughput_line
 
 
 def _manifest(inferred: int, hits: int, tokens: float, seconds: float = 10.0) -> RunManifest:

@@ -1,4 +1,4 @@
-"""Fixtures: job servers as real processes (see server_testlib), cleaned up with any job they left running."""
+"""Fixtures: job servers as real processes (see jobserver_testlib), cleaned up with any job they left running."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from server_testlib import Server, kill_leftover_jobs, subprocess_server_args
+from jobserver_testlib import Server, kill_leftover_jobs, subprocess_server_args
 
 
 @pytest.fixture

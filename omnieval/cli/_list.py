@@ -1,9 +1,11 @@
-"""``omnieval list``: what is registered."""
+"""``omnieval list``: what is registered, i.e. every name a suite YAML may use."""
 
 from __future__ import annotations
 
+import argparse
 
-def print_registries() -> None:
+
+def cmd_list(args: argparse.Namespace) -> int:
     from omnieval.benchmarks import BENCHMARKS
     from omnieval.benchmarks._task_types import TASK_TYPES
     from omnieval.metrics import METRICS
@@ -23,3 +25,4 @@ def print_registries() -> None:
     print("metrics:          " + ", ".join(METRICS.names()))
     print("postprocessors:   " + ", ".join(POSTPROCESSORS.names()))
     print("routing policies: " + ", ".join(ROUTING_POLICIES.names()))
+    return 0

@@ -1,4 +1,4 @@
-"""The background task that moves jobs through pending → submitted → running → final.
+"""The job queue: the background task that moves jobs through pending → submitted → running → final.
 
 It sleeps on an event (woken by /add_job and cancel) with a poll timeout only while runner jobs are active, so an
 idle server does no work. Runner calls are blocking (HTTP to Ray, process waits) and run in threads with a deadline.
@@ -12,10 +12,10 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from omnieval.server._runner import JobNotFoundError, JobRunner
-from omnieval.server._store import ACTIVE_STATES, FINAL_STATES, Job, JobState, JobStore
+from omnieval.jobserver._executors import JobNotFoundError, JobRunner
+from omnieval.jobserver._store import ACTIVE_STATES, FINAL_STATES, Job, JobState, JobStore
 
-log = logging.getLogger("omnieval.server")
+log = logging.getLogger("omnieval.jobserver")
 T = TypeVar("T")
 
 RUNNER_TO_STATE: dict[str, JobState] = {
@@ -35,7 +35,7 @@ class JobConflictError(Exception):
         self.job = job
 
 
-class JobScheduler:
+class JobQueue:
     """Submits pending jobs FIFO with at most ``max_concurrent`` active, and polls active ones to a final state.
 
     The first tick after start re-attaches to jobs a previous server left submitted/running: their runner ids are in
@@ -63,10 +63,10 @@ class JobScheduler:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="omnieval-job-scheduler")
+        self._task = asyncio.create_task(self._loop(), name="omnieval-job-queue")
 
     async def stop(self) -> None:
-        """Stop scheduling; runner jobs keep running and are re-attached by the next server."""
+        """Stop the queue; runner jobs keep running and are re-attached by the next server."""
         if self._task is not None:
             self._task.cancel()
             try:
@@ -86,8 +86,8 @@ class JobScheduler:
             busy = True
             try:
                 busy = await self.tick()
-            except Exception:  # never let one bad tick end scheduling
-                log.exception("scheduler tick failed")
+            except Exception:  # never let one bad tick end the queue
+                log.exception("job queue tick failed")
             try:
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval_s if busy else None)
             except asyncio.TimeoutError:

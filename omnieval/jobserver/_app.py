@@ -16,7 +16,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from omnieval.server._models import (
+from omnieval.jobserver._executors import JobRunner
+from omnieval.jobserver._models import (
     AddJobRequest,
     AddJobResponse,
     ErrorResponse,
@@ -30,9 +31,8 @@ from omnieval.server._models import (
     describe_errors,
     suite_from_request,
 )
-from omnieval.server._runner import JobRunner
-from omnieval.server._scheduler import JobConflictError, JobScheduler
-from omnieval.server._store import JobState, JobStore
+from omnieval.jobserver._queue import JobConflictError, JobQueue
+from omnieval.jobserver._store import JobState, JobStore
 
 _ERR: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorResponse, "description": "Missing or wrong bearer token"},
@@ -68,18 +68,18 @@ def create_app(
     max_concurrent: int = 1,
     poll_interval_s: float = 2.0,
 ) -> FastAPI:
-    """Build the app; the scheduler starts with it (lifespan) and re-attaches to jobs left active."""
+    """Build the app; the job queue starts with it (lifespan) and re-attaches to jobs left active."""
     if not token:
         raise ValueError("the job server needs an API token; refusing to serve without authentication")
-    scheduler = JobScheduler(store, runner, max_concurrent=max_concurrent, poll_interval_s=poll_interval_s)
+    job_queue = JobQueue(store, runner, max_concurrent=max_concurrent, poll_interval_s=poll_interval_s)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        scheduler.start()
+        job_queue.start()
         try:
             yield
         finally:
-            await scheduler.stop()
+            await job_queue.stop()
 
     app = FastAPI(
         title="omnieval job server",
@@ -87,7 +87,7 @@ def create_app(
         description="Submit evaluation suites as jobs; each runs as a Ray job (`omnieval run`).",
         lifespan=lifespan,
     )
-    app.state.scheduler = scheduler
+    app.state.job_queue = job_queue
     app.state.store = store
 
     @app.exception_handler(RequestValidationError)
@@ -123,7 +123,7 @@ def create_app(
         """Queue a suite for evaluation; it starts when one of ``max_concurrent`` slots is free."""
         suite = suite_from_request(req)
         job = store.add(req.name or suite.name, suite.model_dump(mode="json"))
-        scheduler.wake()
+        job_queue.wake()
         return AddJobResponse(id=job.id, state=job.state)
 
     @api.get("/jobs", response_model=JobList)
@@ -151,7 +151,7 @@ def create_app(
     async def cancel_job(job_id: str) -> JobSummary:
         """Stop a pending or running job; cancelling a cancelled job is a no-op."""
         try:
-            job = await scheduler.cancel(job_id)
+            job = await job_queue.cancel(job_id)
         except JobConflictError as e:
             raise HTTPException(status.HTTP_409_CONFLICT, detail=str(e)) from None
         except Exception as e:
@@ -165,7 +165,7 @@ def create_app(
         """The job's output so far (tail); empty before it is submitted."""
         job = _job_or_404(job_id)
         try:
-            text = await scheduler.logs(job)
+            text = await job_queue.logs(job)
         except Exception as e:
             raise HTTPException(status.HTTP_502_BAD_GATEWAY, detail=f"could not read logs: {e}") from None
         return JobLogs(id=job.id, ray_job_id=job.ray_job_id, logs=text)

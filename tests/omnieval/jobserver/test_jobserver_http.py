@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_testlib import TOKEN, Server, suite, wait_state, wait_until
+from jobserver_testlib import TOKEN, Server, suite, wait_state, wait_until
 
 PROTECTED = [
     ("POST", "/add_job"),
@@ -229,7 +229,7 @@ def test_persistence_across_restart(make_server, tmp_path: Path) -> None:  # typ
 
 
 def test_refuses_to_start_without_token(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from omnieval.server import cli_main
+    from omnieval.jobserver import cli_main
 
     monkeypatch.delenv("OMNIEVAL_SERVER_TOKEN", raising=False)
     assert cli_main(["--runner", "subprocess"]) == 2

@@ -1,4 +1,4 @@
-"""Store, runner and scheduler pieces in-process (no HTTP): WAL, compare-and-set, re-attach outcomes."""
+"""Store, executors and job queue in-process (no HTTP): WAL, compare-and-set, re-attach outcomes."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from server_testlib import wait_until
+from jobserver_testlib import wait_until
 
-from omnieval.server import Job, JobNotFoundError, JobStore, RunnerStatus, SubprocessJobRunner
-from omnieval.server._runner import prepare_job_dir
-from omnieval.server._scheduler import JobConflictError, JobScheduler
+from omnieval.jobserver import Job, JobNotFoundError, JobStore, RunnerStatus, SubprocessJobRunner
+from omnieval.jobserver._executors import prepare_job_dir
+from omnieval.jobserver._queue import JobConflictError, JobQueue
 
 
 def test_store_wal_persistence_and_compare_and_set(tmp_path: Path) -> None:
@@ -83,7 +83,7 @@ class _FakeRunner:
         return ""
 
 
-def test_scheduler_reattach_outcomes_and_cancel(tmp_path: Path) -> None:
+def test_queue_reattach_outcomes_and_cancel(tmp_path: Path) -> None:
     store = JobStore(tmp_path / "jobs.db")
     runner = _FakeRunner()
     lost, flaky, done = (store.add(n, {"name": n}) for n in ("lost", "flaky", "done"))
@@ -92,23 +92,23 @@ def test_scheduler_reattach_outcomes_and_cancel(tmp_path: Path) -> None:
     runner.states[f"r-{flaky.id}"] = ConnectionError("ray is down")
     runner.states[f"r-{done.id}"] = RunnerStatus("SUCCEEDED", "Job finished successfully.")
     queued = [store.add(f"q{i}", {"name": f"q{i}"}) for i in range(3)]
-    sched = JobScheduler(store, runner, max_concurrent=2)
+    job_queue = JobQueue(store, runner, max_concurrent=2)
 
     async def scenario() -> None:
-        assert await sched.tick()
+        assert await job_queue.tick()
         assert store.get(lost.id).state == "failed" and "lost the job" in store.get(lost.id).message  # type: ignore[union-attr]
         f = store.get(flaky.id)
         assert f is not None and f.state == "running" and "ray is down" in f.message
         assert store.get(done.id).state == "succeeded"  # type: ignore[union-attr]
         # flaky still holds a slot: only one of the two free slots is filled
         assert [store.get(q.id).state for q in queued] == ["submitted", "pending", "pending"]  # type: ignore[union-attr]
-        cancelled = await sched.cancel(queued[0].id)
+        cancelled = await job_queue.cancel(queued[0].id)
         assert cancelled is not None and cancelled.state == "cancelled" and runner.stopped == [f"r-{queued[0].id}"]
-        assert (await sched.cancel(queued[0].id)).state == "cancelled"  # type: ignore[union-attr]
+        assert (await job_queue.cancel(queued[0].id)).state == "cancelled"  # type: ignore[union-attr]
         with pytest.raises(JobConflictError):
-            await sched.cancel(done.id)
-        assert await sched.cancel("unknown") is None
-        await sched.tick()
+            await job_queue.cancel(done.id)
+        assert await job_queue.cancel("unknown") is None
+        await job_queue.tick()
         assert store.get(queued[0].id).state == "cancelled"  # a STOPPED poll result never rewrites it  # type: ignore[union-attr]
         assert store.get(queued[1].id).state == "submitted"  # type: ignore[union-attr]
 

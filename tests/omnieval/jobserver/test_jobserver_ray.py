@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_testlib import wait_state, wait_until
+from jobserver_testlib import wait_state, wait_until
 from testlib.ray_head import private_ray_head
 
 
@@ -26,7 +26,7 @@ def ray_head() -> Iterator[tuple[str, dict[str, str]]]:
 @pytest.mark.slow
 @pytest.mark.ray
 def test_ray_job_reaches_succeeded_and_cancels(make_server, ray_head, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from server_testlib import suite
+    from jobserver_testlib import suite
 
     address, ray_env = ray_head
     assert httpx.get(address + "/api/jobs/", timeout=10).status_code == 401  # the head really enforces token auth

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from omnieval.server._runner import (
+from omnieval.jobserver._executors import (
     DEFAULT_ENTRYPOINT,
     JobNotFoundError,
     JobRunner,
@@ -23,7 +23,7 @@ from omnieval.server._runner import (
     RunnerStatus,
     SubprocessJobRunner,
 )
-from omnieval.server._store import Job, JobState, JobStore
+from omnieval.jobserver._store import Job, JobState, JobStore
 
 __all__ = [
     "DEFAULT_ENTRYPOINT",
@@ -44,8 +44,8 @@ MIN_TOKEN_LEN = 16
 
 
 def create_app(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """``omnieval.server._app.create_app``, imported lazily so ``import omnieval.server`` stays cheap."""
-    from omnieval.server._app import create_app as _create_app
+    """``omnieval.jobserver._app.create_app``, imported lazily so ``import omnieval.jobserver`` stays cheap."""
+    from omnieval.jobserver._app import create_app as _create_app
 
     return _create_app(*args, **kwargs)
 

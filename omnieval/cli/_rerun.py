@@ -31,7 +31,9 @@ def diff_predictions(a_dir: Path, b_dir: Path) -> list[str]:
     out = []
     ra = {r.key: r for r in read_records(a_dir)}
     rb = {r.key: r for r in read_records(b_dir)}
-    changed = [k for k in sorted(set(ra) | set(rb)) if (ra.get(k) and ra[k].prediction) != (rb.get(k) and rb[k].prediction)]
+    changed = [
+        k for k in sorted(set(ra) | set(rb)) if (ra.get(k) and ra[k].prediction) != (rb.get(k) and rb[k].prediction)
+    ]
     if changed:
         ex = ", ".join("/".join(map(str, k)) for k in changed[:5])
         out.append(f"{len(changed)} of {len(ra)} predictions differ (e.g. {ex})")
@@ -56,7 +58,9 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     old = read_manifest(src)
     suite = SuiteConfig.model_validate(old.config)
     suite.cache.enabled = False  # reproduce by inference, not by replaying the cache
-    result = run_suite(suite, config_path=old.config_path, output_dir=args.output_dir or str(src.parent), show_progress=False)
+    result = run_suite(
+        suite, config_path=old.config_path, output_dir=args.output_dir or str(src.parent), show_progress=False
+    )
     print(f"rerun artifact: {result.run_dir}")
     preds = diff_predictions(src, result.run_dir)
     for d in preds:  # reported, but the reproduced result is the scores

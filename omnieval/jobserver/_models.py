@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from omnieval._suite import check_registered
 from omnieval.core import SuiteConfig, describe_errors
-from omnieval.server._store import Job, JobState
+from omnieval.jobserver._store import Job, JobState
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 JobName = Annotated[
@@ -73,7 +73,7 @@ class JobSummary(BaseModel):
     """Unix seconds."""
     updated_at: float
     message: str
-    """Last status note from the runner or the scheduler (why a job failed, for instance)."""
+    """Last status note from the runner or the job queue (why a job failed, for instance)."""
 
     @classmethod
     def of(cls, job: Job) -> JobSummary:

@@ -1,4 +1,4 @@
-"""Helpers for the job-server tests: a real `python -m omnieval.server` process on a free port, bounded waits."""
+"""Helpers for the job-server tests: a real `python -m omnieval.jobserver` process on a free port, bounded waits."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ class Server:
 
     def start(self, timeout: float = 60) -> Server:
         self.port = free_port()
-        cmd = [sys.executable, "-m", "omnieval.server", "--port", str(self.port), "--db", str(self.tmp / "jobs.db")]
+        cmd = [sys.executable, "-m", "omnieval.jobserver", "--port", str(self.port), "--db", str(self.tmp / "jobs.db")]
         cmd += ["--jobs-dir", str(self.tmp / "jobs"), "--poll-interval", "0.2", "--log-level", "warning", *self.extra]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "OMNIEVAL_SERVER_TOKEN": TOKEN, **self.env}
         with open(self.log, "ab") as log:

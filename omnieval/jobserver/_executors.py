@@ -1,4 +1,4 @@
-"""Job runners: how the server executes a stored job.
+"""Job executors: where and how the server runs a stored job (a ``JobRunner`` each).
 
 ``RayJobRunner`` submits each job to a Ray cluster's job API (the production path). ``SubprocessJobRunner`` runs the
 same entrypoint as a local process group: for machines without a Ray cluster, and for tests. Both write the suite to
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, cast
 
-from omnieval.server._store import Job
+from omnieval.jobserver._store import Job
 
 DEFAULT_ENTRYPOINT = "omnieval run {suite} --output-dir {out}"
 """Placeholders: {suite} (suite YAML path), {out} (output dir), {job_id}, {python} (this interpreter); shell-quoted."""
@@ -42,7 +42,7 @@ class JobNotFoundError(LookupError):
 
 
 class JobRunner(Protocol):
-    """What the scheduler needs from an executor; calls are blocking and run in worker threads."""
+    """What the job queue needs from an executor; calls are blocking and run in worker threads."""
 
     def submit(self, job: Job) -> str:
         """Start the job; return the runner's id for it (stored as ``ray_job_id``)."""

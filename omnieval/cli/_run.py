@@ -1,4 +1,4 @@
-"""``omnieval run``: load, run, print the score table and the artifact path."""
+"""``omnieval run``: load a suite, run it, print the score table, the throughput line and the artifact path."""
 
 from __future__ import annotations
 
