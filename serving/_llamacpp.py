@@ -28,6 +28,13 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
 class LlamaCppEngine(ServerEngine):
     """``--parallel`` slots share one KV cache of ``parallel × ctx_per_slot`` tokens; requests beyond the slots
     queue inside llama-server (the pool's adaptive limit keeps that queue short). Client actors talk to the server's
@@ -44,13 +51,33 @@ class LlamaCppEngine(ServerEngine):
         """Text, plus what the ``mmproj`` projector encodes (llama.cpp's mtmd: images and/or audio)."""
         return mmproj_features(kwargs.get("mmproj"))
 
-    def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
+    @classmethod
+    def options(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``engine_kwargs`` over the defaults; an unknown key is the user's error."""
         unknown = set(kwargs) - set(_DEFAULTS)
         if unknown:
             raise OmnievalUserError(
                 f"engine 'llamacpp': unknown engine_kwargs {sorted(unknown)}; allowed: {sorted(_DEFAULTS)}"
             )
-        opts = {**_DEFAULTS, **kwargs}
+        return {**_DEFAULTS, **kwargs}
+
+    @classmethod
+    def command(cls, model_path: str | Path, binary: str | Path | None = None, **kwargs: Any) -> list[str]:
+        """llama-server's argv as this engine runs it for ``engine_kwargs`` (``{host}``/``{port}`` placeholders, for
+        ``ManagedServer``): the one command line, which the benchmarks' direct reference server runs too."""
+        opts = cls.options(kwargs)
+        n = int(opts["parallel"])
+        threads = int(opts["threads"]) if opts["threads"] else _cpu_count()
+        return [
+            str(binary or find_llama_server()), "-m", str(model_path), "--host", "{host}", "--port", "{port}",
+            "-t", str(threads), "-c", str(n * int(opts["ctx_per_slot"])), "--parallel", str(n),
+            "-b", str(opts["batch_size"]), "-fa", str(opts["flash_attn"]), "--no-webui", "--metrics",
+            *(["--mmproj", str(Path(opts["mmproj"]).expanduser())] if opts["mmproj"] else []),
+            *map(str, opts["extra_args"]),
+        ]  # fmt: skip
+
+    def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
+        opts = self.options(kwargs)
         super().__init__(
             replica_id=replica_id, model=model, slots=int(opts["parallel"]), timeout_s=float(opts["timeout_s"])
         )
@@ -62,14 +89,6 @@ class LlamaCppEngine(ServerEngine):
 
     def version(self) -> str | None:
         return self._version
-
-    def _threads(self) -> int:
-        if self.opts["threads"]:
-            return int(self.opts["threads"])
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:
-            return max(1, os.cpu_count() or 1)
 
     async def start(self) -> None:
         binary = find_llama_server()
@@ -87,14 +106,7 @@ class LlamaCppEngine(ServerEngine):
 
     def server_command(self) -> list[str]:
         assert self._binary is not None
-        n = int(self.opts["parallel"])
-        return [
-            str(self._binary), "-m", str(self.model_path), "--host", "{host}", "--port", "{port}",
-            "-t", str(self._threads()), "-c", str(n * int(self.opts["ctx_per_slot"])), "--parallel", str(n),
-            "-b", str(self.opts["batch_size"]), "-fa", str(self.opts["flash_attn"]), "--no-webui", "--metrics",
-            *(["--mmproj", str(Path(self.opts["mmproj"]).expanduser())] if self.opts["mmproj"] else []),
-            *map(str, self.opts["extra_args"]),
-        ]  # fmt: skip
+        return self.command(self.model_path, self._binary, **self.opts)
 
     async def poll_stats(self) -> EngineStats:
         """Requests in flight and tokens generated as llama-server itself counts them (``/metrics``): clients send

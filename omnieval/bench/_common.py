@@ -57,17 +57,15 @@ def median(values: Sequence[float]) -> float:
 
 
 class LlamaServer:
-    """A llama-server subprocess owned by the bench (not by the pool): the direct, orchestration-free reference."""
+    """A llama-server subprocess owned by the bench (not by the pool): the direct, orchestration-free reference. It
+    runs the ``llamacpp`` engine's own command line (``LlamaCppEngine.command``), so it measures what a replica runs."""
 
     def __init__(self, model_path: str | Path, *, threads: int, parallel: int, ctx_per_slot: int = 2048,
                  extra_args: Sequence[str] = ()) -> None:  # fmt: skip
-        from serving import ManagedServer, find_llama_server
+        from serving import LlamaCppEngine, ManagedServer
 
-        cmd = [
-            str(find_llama_server()), "-m", str(model_path), "--host", "{host}", "--port", "{port}",
-            "-t", str(threads), "-c", str(parallel * ctx_per_slot), "--parallel", str(parallel), "--no-webui",
-            *extra_args,
-        ]  # fmt: skip
+        cmd = LlamaCppEngine.command(model_path, threads=threads, parallel=parallel, ctx_per_slot=ctx_per_slot,
+                                     extra_args=list(extra_args))  # fmt: skip
         self.server = ManagedServer("omnieval-bench-llama", cmd, bind_all=False)
 
     @property

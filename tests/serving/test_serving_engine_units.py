@@ -135,6 +135,23 @@ def test_sglang_runs_its_own_server_process() -> None:
     assert e.endpoint() is None  # published only once its server runs
 
 
+def test_llamacpp_has_one_command_line_for_replicas_and_the_bench(monkeypatch: pytest.MonkeyPatch) -> None:
+    from omnieval.bench._common import LlamaServer
+    from serving import LlamaCppEngine
+
+    e = LlamaCppEngine(replica_id="r", model="m", model_path="/w.gguf", parallel=3, threads=2, mmproj="/p.gguf")
+    e._binary = Path("/bin/llama-server")
+    cmd = e.server_command()
+    assert cmd == LlamaCppEngine.command("/w.gguf", "/bin/llama-server", parallel=3, threads=2, mmproj="/p.gguf")
+    assert cmd[cmd.index("-c") + 1] == str(3 * 2048) and cmd[cmd.index("-t") + 1] == "2"
+    assert cmd[cmd.index("-fa") + 1] == "off" and "--metrics" in cmd and cmd[-2:] == ["--mmproj", "/p.gguf"]
+    with pytest.raises(OmnievalUserError, match="unknown engine_kwargs"):
+        LlamaCppEngine.command("/w.gguf", "/bin/llama-server", paralel=3)
+    monkeypatch.setenv("OMNIEVAL_LLAMA_SERVER", sys.executable)  # found where a replica would find it
+    bench = LlamaServer("/w.gguf", threads=2, parallel=3).server.cmd_template
+    assert bench == LlamaCppEngine.command("/w.gguf", sys.executable, threads=2, parallel=3)
+
+
 def test_prometheus_samples_are_summed_over_labels() -> None:
     text = """# HELP vllm:num_requests_running Number of requests
 vllm:num_requests_running{engine="0",model_name="smol"} 3.0
