@@ -420,7 +420,7 @@ def _start_frameworks(
             actor = FrameworkClient.options(runtime_env=runtime_env or None).remote(
                 controller, pool_cfg, suite.seed, cache_path
             )
-            gen = {**suite.generation.model_dump(), **b.generation.as_dict()}
+            gen = GenerationOptions.model_validate({**suite.generation.model_dump(), **b.generation.as_dict()})
             opts = dict(b.options)
             if isinstance(opts.get("data_files"), dict):  # actors may run elsewhere: ship absolute paths
                 opts["data_files"] = {k: str(Path(v).resolve()) for k, v in opts["data_files"].items()}

@@ -11,7 +11,7 @@ from typing import Any
 import ray
 
 from omnieval.adapters._base import FrameworkResult
-from omnieval.core import PoolConfig
+from omnieval.core import GenerationOptions, PoolConfig
 
 
 @ray.remote(num_cpus=0)
@@ -23,7 +23,7 @@ class FrameworkClient:
         self.cache_path = cache_path
 
     def run(self, framework: str, *, task: str, options: dict[str, Any], model: str, limit: int | None,
-            generation: dict[str, Any]) -> FrameworkResult:  # fmt: skip
+            generation: GenerationOptions) -> FrameworkResult:  # fmt: skip
         from omnieval.adapters import ADAPTERS
         from omnieval.adapters._bridge import PoolBridge
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from omnieval._artifacts import ScoreRow
-from omnieval.core import Record
+from omnieval.core import GenerationOptions, Record
 from serving import GenerationResult
 
 
@@ -58,5 +58,5 @@ class FrameworkAdapter(ABC):
 
     @abstractmethod
     def run(self, *, task: str, options: dict[str, Any], model: str, bridge: Any, limit: int | None,
-            generation: dict[str, Any]) -> FrameworkResult:  # fmt: skip
+            generation: GenerationOptions) -> FrameworkResult:  # fmt: skip
         """Run one framework task against the pool through ``bridge`` (a ``PoolBridge``)."""

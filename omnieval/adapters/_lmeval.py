@@ -48,7 +48,7 @@ def _messages(ctx: Any) -> list[dict[str, Any]]:
     return [{"role": "user", "content": str(text)}]
 
 
-def make_pool_lm(bridge: Any, generation: dict[str, Any]) -> Any:
+def make_pool_lm(bridge: Any, generation: GenerationOptions) -> Any:
     """Build the ``LM`` subclass lazily so importing omnieval never imports lm-eval."""
     _, LM = _import_lm_eval()
 
@@ -77,10 +77,10 @@ def make_pool_lm(bridge: Any, generation: dict[str, Any]) -> Any:
                 ctx, kw = r.args
                 until = kw.get("until") or []
                 opts = GenerationOptions(
-                    temperature=float(kw.get("temperature", generation.get("temperature", 0.0)) or 0.0),
-                    max_tokens=int(kw.get("max_gen_toks", generation.get("max_tokens", 256))),
+                    temperature=float(kw.get("temperature", generation.temperature) or 0.0),
+                    max_tokens=int(kw.get("max_gen_toks", generation.max_tokens)),
                     stop=[until] if isinstance(until, str) else list(until)[:4],
-                    seed=generation.get("seed", 0),
+                    seed=generation.seed,
                 )
                 reqs.append(GenerationRequest(request_id=f"lmeval/{i}", messages=_messages(ctx), options=opts))
             out = []
@@ -133,7 +133,7 @@ class LMEvalAdapter(FrameworkAdapter):
     pip_line: ClassVar[str] = PIP_LINE
 
     def run(self, *, task: str, options: dict[str, Any], model: str, bridge: Any, limit: int | None,
-            generation: dict[str, Any]) -> FrameworkResult:  # fmt: skip
+            generation: GenerationOptions) -> FrameworkResult:  # fmt: skip
         lm_eval, _ = _import_lm_eval()
         lm = make_pool_lm(bridge, generation)
         cfg = task_config(task, options)

@@ -45,17 +45,17 @@ def _import_lmms() -> Any:
     return lmms_eval, lmms
 
 
-def _options(kw: dict[str, Any], generation: dict[str, Any]) -> GenerationOptions:
+def _options(kw: dict[str, Any], generation: GenerationOptions) -> GenerationOptions:
     until = kw.get("until") or []
     return GenerationOptions(
-        temperature=float(kw.get("temperature", generation.get("temperature", 0.0)) or 0.0),
-        max_tokens=int(kw.get("max_new_tokens") or generation.get("max_tokens", 256)),
+        temperature=float(kw.get("temperature", generation.temperature) or 0.0),
+        max_tokens=int(kw.get("max_new_tokens") or generation.max_tokens),
         stop=[until] if isinstance(until, str) else list(until)[:4],
-        seed=generation.get("seed", 0),
+        seed=generation.seed,
     )
 
 
-def make_pool_lmms(bridge: Any, generation: dict[str, Any]) -> Any:
+def make_pool_lmms(bridge: Any, generation: GenerationOptions) -> Any:
     """Build the ``lmms`` subclass lazily so importing omnieval never imports lmms-eval (or torch)."""
     _, lmms = _import_lmms()
     from lmms_eval.api.instance import GenerationResult as LmmsResult
@@ -135,7 +135,7 @@ class LMMSEvalAdapter(FrameworkAdapter):
     pip_line: ClassVar[str] = PIP_LINE
 
     def run(self, *, task: str, options: dict[str, Any], model: str, bridge: Any, limit: int | None,
-            generation: dict[str, Any]) -> FrameworkResult:  # fmt: skip
+            generation: GenerationOptions) -> FrameworkResult:  # fmt: skip
         _import_lmms()
         from lmms_eval.evaluator import simple_evaluate
 

@@ -52,7 +52,7 @@ def _key(message: Any) -> str:
     return json.dumps(message, sort_keys=True, default=str)
 
 
-def make_pool_vlm(bridge: Any, generation: dict[str, Any]) -> Any:
+def make_pool_vlm(bridge: Any, generation: GenerationOptions) -> Any:
     """Build the ``BaseModel`` subclass lazily so importing omnieval never imports VLMEvalKit (or torch)."""
     _, BaseModel = _import_vlmeval()
 
@@ -63,9 +63,9 @@ def make_pool_vlm(bridge: Any, generation: dict[str, Any]) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.sent: dict[str, tuple[list[dict[str, Any]], GenerationOptions, Any]] = {}
-            self.options = GenerationOptions(temperature=float(generation.get("temperature", 0.0) or 0.0),
-                                             max_tokens=int(generation.get("max_tokens", 256)),
-                                             seed=generation.get("seed", 0))  # fmt: skip
+            self.options = GenerationOptions(temperature=generation.temperature,
+                                             max_tokens=generation.max_tokens,
+                                             seed=generation.seed)  # fmt: skip
 
         def generate(self, message: Any, dataset: str | None = None) -> str:
             # keyed before preproc_content (which rewrites items in place), so Records find build_prompt's struct
@@ -124,7 +124,7 @@ class VLMEvalAdapter(FrameworkAdapter):
     pip_line: ClassVar[str] = PIP_LINE
 
     def run(self, *, task: str, options: dict[str, Any], model: str, bridge: Any, limit: int | None,
-            generation: dict[str, Any]) -> FrameworkResult:  # fmt: skip
+            generation: GenerationOptions) -> FrameworkResult:  # fmt: skip
         _import_vlmeval()
         lm = make_pool_vlm(bridge, generation)
         with (

@@ -9,6 +9,7 @@ import pytest
 from testlib.runs import artifact_from, run_cli
 
 from omnieval import read_manifest, read_records
+from omnieval.core import GenerationOptions
 from omnieval.metrics import make_metric
 from serving._types import GenerationRequest, GenerationResult
 
@@ -60,7 +61,7 @@ def test_cached_answers_count_as_cache_hits_not_inference(monkeypatch: pytest.Mo
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     data = ROOT / "omnieval/benchmarks/data/lmeval/gsm8k_format_asdiv.jsonl"
     res = LMEvalAdapter().run(task="gsm8k", options={"num_fewshot": 0, "data_files": {"test": str(data)}}, model="m",
-                              bridge=CachingBridge(), limit=4, generation={"max_tokens": 8})  # fmt: skip
+                              bridge=CachingBridge(), limit=4, generation=GenerationOptions(max_tokens=8))  # fmt: skip
     assert [bool(r.meta.get("cache_hit")) for r in res.records] == [False, True, True, False]  # balls, oranges
     counts = ChunkResult.of(res.records)
     assert (len(counts), counts.cache_hits, counts.output_tokens) == (4, 2, 6)

@@ -27,7 +27,7 @@ from testlib.fake_vlm import answer, colour_of, fake_vlm
 from testlib.runs import ROOT, artifact_from, run_cli
 
 from omnieval import read_manifest, read_records
-from omnieval.core import ImageContent
+from omnieval.core import GenerationOptions, ImageContent
 from serving._types import GenerationRequest, GenerationResult
 
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
@@ -98,7 +98,7 @@ def test_lmms_adapter_sends_images_and_keeps_lmms_scores(tmp_path: Path, monkeyp
         monkeypatch.setenv(k, v)
     bridge = FakeBridge()
     res = LMMSEvalAdapter().run(task="tiny_shapes", options={}, model="fake-vlm", bridge=bridge, limit=None,
-                                generation={"max_tokens": 16})  # fmt: skip
+                                generation=GenerationOptions(max_tokens=16))  # fmt: skip
     # the pool was asked with typed parts: the image as a base64 image_url, then the question
     assert len(bridge.requests) == 8
     for req in bridge.requests:

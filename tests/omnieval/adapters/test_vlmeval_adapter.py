@@ -21,7 +21,7 @@ from testlib.fake_vlm import answer, colour_of, fake_vlm
 from testlib.runs import ROOT, artifact_from, run_cli
 
 from omnieval import read_manifest, read_records
-from omnieval.core import ImageContent
+from omnieval.core import GenerationOptions, ImageContent
 from serving._types import GenerationRequest, GenerationResult
 
 TSV = ROOT / "omnieval/benchmarks/data/vlmeval/TinyShapesMCQ.tsv"
@@ -52,7 +52,7 @@ def test_vlmeval_adapter_sends_images_and_keeps_vlmeval_scores(vlmeval_env: Path
 
     bridge = FakeBridge()
     res = VLMEvalAdapter().run(task="TinyShapesMCQ", options={"nproc": 4}, model="fake-vlm", bridge=bridge,
-                               limit=None, generation={"max_tokens": 8})  # fmt: skip
+                               limit=None, generation=GenerationOptions(max_tokens=8))  # fmt: skip
     assert len(bridge.requests) == 8
     for req in bridge.requests:
         parts = req.messages[0]["content"]
@@ -78,7 +78,7 @@ def test_data_files_option_and_limit(vlmeval_env: Path) -> None:
     (vlmeval_env / "mine.tsv").write_bytes(TSV.read_bytes())
     bridge = FakeBridge()
     res = VLMEvalAdapter().run(task="MyShapes", options={"data_files": {"test": str(vlmeval_env / "mine.tsv")}},
-                               model="m", bridge=bridge, limit=3, generation={})  # fmt: skip
+                               model="m", bridge=bridge, limit=3, generation=GenerationOptions())  # fmt: skip
     assert len(bridge.requests) == 3 and [r.benchmark for r in res.records] == ["vlmeval:MyShapes"] * 3
     assert not (vlmeval_env / "LMUData" / "MyShapes.tsv").exists()  # copied into the run's private LMUData only
 
@@ -88,7 +88,7 @@ def test_unknown_dataset_is_a_user_error(vlmeval_env: Path) -> None:
     from omnieval.core import OmnievalUserError
 
     with pytest.raises(OmnievalUserError, match="cannot build dataset 'NoSuchTSV'"):
-        VLMEvalAdapter().run(task="NoSuchTSV", options={}, model="m", bridge=FakeBridge(), limit=None, generation={})
+        VLMEvalAdapter().run(task="NoSuchTSV", options={}, model="m", bridge=FakeBridge(), limit=None, generation=GenerationOptions())
 
 
 @pytest.mark.slow
