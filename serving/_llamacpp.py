@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 from omnieval.core import OmnievalUserError
 from serving._features import EngineFeatures, mmproj_features
 from serving._llamacpp_bin import find_llama_server
-from serving._managed import ServerEngine, free_port, parse_prometheus
+from serving._managed import ServerEngine
 from serving._types import EngineStats
 
-__all__ = ["LlamaCppEngine", "free_port", "parse_prometheus"]
+__all__ = ["LlamaCppEngine"]
 
 _DEFAULTS: dict[str, Any] = {
     "parallel": 4,

@@ -29,6 +29,7 @@ from serving._types import Endpoint, GenerationRequest, GenerationResult
 
 
 def free_port() -> int:
+    """A loopback port nothing listens on now: the project's one way to pick a port for a server about to start."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -45,7 +45,7 @@ def test_missing_model_file_is_exit_2_before_any_run_dir(tmp_path: Path) -> None
 
 
 def test_unreachable_endpoint_is_exit_2(tmp_path: Path) -> None:
-    from testlib.ray_head import free_port
+    from serving import free_port
 
     p = suite_file(
         tmp_path, source=f"{{kind: endpoint, base_url: 'http://127.0.0.1:{free_port()}/v1'}}", engine="openai"

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from omnieval.core import GenerationOptions, ReplicaDead, RequestFailed
-from serving._llamacpp import free_port
+from serving import free_port
 from serving._llamacpp_bin import cached_binary
 from serving._openai import OpenAIEngine
 from serving._types import GenerationRequest

@@ -6,7 +6,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,11 +17,7 @@ from pathlib import Path
 
 import httpx
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from serving import free_port
 
 
 def wait_until(pred, timeout_s: float, what: str, interval: float = 0.5) -> None:  # type: ignore[no-untyped-def]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -14,15 +13,11 @@ from typing import Any
 
 import httpx
 
+from serving import free_port
+
 ROOT = Path(__file__).resolve().parents[3]
 FAKE_ENTRY = Path(__file__).with_name("fake_entry.py")
 TOKEN = "test-token-0123456789abcdef"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
