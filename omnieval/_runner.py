@@ -292,8 +292,10 @@ def _execute(
 
         cache_path = suite.cache.path or str(default_cache_path())
     pool_cfg = suite.pool
-    clients = [EvalClient.remote(controller, pool_cfg, suite.seed, i, cache_path, plan.video_inputs)
-               for i in range(suite.pool.clients)]  # fmt: skip
+    clients = [
+        EvalClient.remote(controller, pool_cfg, suite.seed, i, cache_path, plan.video_inputs)  # type: ignore[attr-defined]
+        for i in range(suite.pool.clients)
+    ]
     t0 = time.monotonic()
     ray.get([c.ready.remote() for c in clients])
     timings["clients_up_s"] = time.monotonic() - t0
@@ -417,7 +419,7 @@ def _start_frameworks(
         for m in suite.models:
             if (b.models is not None and m.name not in b.models) or _fw_file(run_dir, b.key, m.name).exists():
                 continue
-            actor = FrameworkClient.options(runtime_env=runtime_env or None).remote(
+            actor = FrameworkClient.options(runtime_env=runtime_env or None).remote(  # type: ignore[attr-defined]
                 controller, pool_cfg, suite.seed, cache_path
             )
             gen = GenerationOptions.model_validate({**suite.generation.model_dump(), **b.generation.as_dict()})

@@ -10,6 +10,7 @@ import argparse
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -19,7 +20,7 @@ from omnieval._artifacts import RunManifest, read_manifest
 PROMPT_ABBR = {"native": "Sp.", "uniform": "Un."}
 
 
-def comparison(manifests: list[RunManifest]) -> tuple[list[str], list[dict[str, object]]]:
+def comparison(manifests: list[RunManifest]) -> tuple[list[str], list[dict[str, Any]]]:
     """Columns and rows; a row's cells map column → value (missing where a run did not cover it)."""
     cells: dict[tuple[str, str, str], dict[str, float | None]] = defaultdict(dict)
     columns: list[str] = []

@@ -9,6 +9,7 @@ from typing import Any
 import ray
 
 from omnieval.core import (
+    ErrorKind,
     OmnievalUserError,
     Output,
     PoolConfig,
@@ -29,7 +30,7 @@ MAX_OUTPUT_CHARS = 1_000_000
 """Longer generations are truncated and flagged; a runaway engine must not blow up the artifact."""
 
 
-def _error_kind(e: BaseException) -> str:
+def _error_kind(e: BaseException) -> ErrorKind:
     if isinstance(e, RequestFailed):
         return "timeout" if e.timeout else "request_failed"
     return "replica_dead"
@@ -85,7 +86,7 @@ class EvalClient:
             cause = getattr(e, "cause", None) or e
             rec.error = RecordError(
                 kind=_error_kind(cause), message=clip(str(cause)), attempts=self.cfg.max_retries + 1
-            )  # type: ignore[arg-type]
+            )
             rec.latency = time.monotonic() - t0
             return rec
         cached.store(res)

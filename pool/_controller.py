@@ -53,7 +53,7 @@ class RetiredReplica(BaseModel):
     """Epoch seconds of deletion."""
 
 
-@ray.remote(num_cpus=0, max_concurrency=64)
+@ray.remote(num_cpus=0, max_concurrency=64)  # type: ignore[call-overload]  # ray.remote is overloaded for functions
 class PoolController:
     """Threaded actor: deploys are blocking Serve calls; health checks and autoscaling run on their own threads."""
 
@@ -538,6 +538,6 @@ def get_controller(health_check_period_s: float = 5.0, create: bool = True, **op
     """
     if not create:
         return ray.get_actor(CONTROLLER_NAME, namespace=NAMESPACE)
-    return PoolController.options(
+    return PoolController.options(  # type: ignore[attr-defined]  # added by @ray.remote
         name=CONTROLLER_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True
     ).remote(health_check_period_s, **options)

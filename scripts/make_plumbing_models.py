@@ -37,8 +37,7 @@ def plumbing_dir(kind: str) -> Path:
 
 def language_dir() -> Path:
     from omnieval._defaults import DEFAULT_MODEL_SOURCE
-    from serving import gguf_to_hf
-    from serving import resolve_model
+    from serving import gguf_to_hf, resolve_model
 
     gguf = resolve_model(DEFAULT_MODEL_SOURCE)
     assert gguf is not None

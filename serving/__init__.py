@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from omnieval.core import ENGINES as _ENGINES
 from omnieval.core import Registry
 from serving._engine import Engine
+from serving._factory import build_engine
 from serving._features import EngineFeatures, declared
 from serving._llamacpp import LlamaCppEngine
 from serving._llamacpp_bin import LLAMACPP_VERSION, build_llama_server, find_llama_server
@@ -22,7 +24,7 @@ ENGINES: Registry[type[Engine]] = _ENGINES  # the kernel holds the table, so a s
 
 
 def engine_features(
-    engine: str, model_path: Path | None, kwargs: dict[str, Any], *, modalities: list[str] | None = None,
+    engine: str, model_path: Path | None, kwargs: dict[str, Any], *, modalities: Sequence[str] | None = None,
     video_input: str | None = None,
 ) -> EngineFeatures:  # fmt: skip
     """What a model accepts: the user's ``modalities`` if given, else what ``engine`` declares for ``model_path``."""
@@ -59,6 +61,7 @@ __all__ = [
     "PrefixCache",
     "SIMULATED_TEXT",
     "block_hashes",
+    "build_engine",
     "build_llama_server",
     "chat_payload",
     "engine_features",

@@ -10,7 +10,6 @@ import logging
 
 from ray import serve
 
-from omnieval.core import import_target
 from serving._types import EngineSpec, EngineStats, GenerationRequest, GenerationResult
 
 log = logging.getLogger("omnieval.serving")
@@ -23,22 +22,15 @@ log = logging.getLogger("omnieval.serving")
     graceful_shutdown_timeout_s=20,
 )
 class EngineReplica:
-    async def __init__(self, spec: EngineSpec) -> None:
+    async def __init__(self, spec: EngineSpec) -> None:  # type: ignore[misc]  # Serve awaits an async constructor
         import ray
 
         from omnieval.core import path_sha256
-        from serving._models import resolve_model
+        from serving._factory import build_engine
 
         self.spec = spec
-        source = spec.source
-        engine_cls = import_target(self.spec.engine_target)
-        kwargs = dict(self.spec.engine_kwargs)
-        path = resolve_model(source)
-        if source.kind == "endpoint":
-            kwargs.update(base_url=source.base_url, served_model_name=source.served_model_name, api_key_env=source.api_key_env)
-        else:
-            kwargs["model_path"] = str(path)
-        self.engine = engine_cls(replica_id=self.spec.replica_id, model=self.spec.model, **kwargs)
+        self.engine, path = build_engine(spec.engine_target, replica_id=spec.replica_id, model=spec.model,
+                                         source=spec.source, engine_kwargs=spec.engine_kwargs)  # fmt: skip
         await self.engine.start()
         self._node_id = ray.get_runtime_context().get_node_id()
         self._path = str(path) if path else None

@@ -10,6 +10,7 @@ it for weights these rules do not know (and says what an external server takes).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ def mmproj_features(mmproj: str | None) -> EngineFeatures:
     except ImportError:
         from omnieval.core import MissingDependencyError
 
-        raise MissingDependencyError("reading an mmproj's capabilities needs gguf: pip install gguf") from None
+        raise MissingDependencyError("reading an mmproj's capabilities", "pip install gguf") from None
     fields = GGUFReader(Path(mmproj).expanduser()).fields
 
     def flag(key: str) -> bool:
@@ -91,6 +92,6 @@ def mmproj_features(mmproj: str | None) -> EngineFeatures:
     return EngineFeatures(frozenset(mods), False, f"mmproj {Path(mmproj).name}")
 
 
-def declared(modalities: list[str], video_input: str | None) -> EngineFeatures:
+def declared(modalities: Sequence[str], video_input: str | None) -> EngineFeatures:
     """``ModelConfig.modalities`` as given by the user."""
     return EngineFeatures(frozenset(modalities), video_input != "frames", "models[].modalities")

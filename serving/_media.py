@@ -29,7 +29,7 @@ def _av() -> Any:
     try:
         import av
     except ImportError as e:
-        raise MissingDependencyError(f"decoding video/audio needs PyAV: {MEDIA_PIP}") from e
+        raise MissingDependencyError("decoding video/audio (PyAV)", MEDIA_PIP) from e
     return av
 
 

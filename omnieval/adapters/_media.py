@@ -70,7 +70,7 @@ def record_messages(openai_messages: list[dict[str, Any]]) -> list[Message]:
     out = []
     for m in openai_messages:
         c = m.get("content")
-        parts = [TextContent(value=c)] if isinstance(c, str) else [_part(p) for p in c or []]
+        parts: list[Content] = [TextContent(value=c)] if isinstance(c, str) else [_part(p) for p in c or []]
         out.append(Message(role=m["role"], content=parts))
     return out
 

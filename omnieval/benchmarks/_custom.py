@@ -139,8 +139,8 @@ def check_definition(d: BenchmarkDefinition) -> str | None:
     if d.task_type == "mc" and d.fields.choices is None:
         return "fields.choices: an mc benchmark needs its options; map choices to a list column or to option columns"
     try:
-        shots, rows = _fewshot_and_rows(d)
-        shots = list(shots)
+        shot_rows, rows = _fewshot_and_rows(d)
+        shots = list(shot_rows)
         if len(shots) < d.fewshot:
             where = d.fewshot_data or d.data
             return f"fewshot: {d.fewshot} examples asked for, {where} has {len(shots)}; lower fewshot or add rows"

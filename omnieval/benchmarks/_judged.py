@@ -11,7 +11,7 @@ from omnieval.core import Content, GenerationOptions, Record, TextContent
 def _text_only_content(content: list[Content]) -> list[Content]:
     """Text entries kept; a message left with none says what was withheld, so no user turn reaches a model empty
     (a proactive turn whose only input is its clip)."""
-    text = [c for c in content if isinstance(c, TextContent)]
+    text: list[Content] = [c for c in content if isinstance(c, TextContent)]
     if text or not content:
         return text
     kinds = sorted({c.type for c in content})

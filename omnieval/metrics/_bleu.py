@@ -47,4 +47,5 @@ class BLEU(Metric):
         if not predictions:
             return float("nan")
         scorer = _scorer(self.settings["tokenize"], self.settings["lowercase"], False)
-        return float(scorer.corpus_score([as_text(p) for p in predictions], reference_streams(references)).score)
+        streams: Any = reference_streams(references)  # None pads: sacrebleu drops them, its stubs say str
+        return float(scorer.corpus_score([as_text(p) for p in predictions], streams).score)

@@ -13,6 +13,7 @@ its turns ``RecordError(kind="judge")`` and no metrics.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from omnieval.benchmarks.egomem._parse import JudgeFn, judge_with_retries, parse_session_scores
 from omnieval.benchmarks.egomem._prompt import build_scoring_prompt
@@ -56,7 +57,7 @@ def score_records(records: list[Record], judge: JudgeFn, *, max_retries: int = 2
     for key, outcome in zip(keys, outcomes, strict=True):
         for i in groups[key]:
             r = records[i]
-            info = {"raw": outcome.raw, "attempts": outcome.attempts, "session_key": key[2]}
+            info: dict[str, Any] = {"raw": outcome.raw, "attempts": outcome.attempts, "session_key": key[2]}
             if outcome.value is None:
                 err = RecordError(kind="judge", message=outcome.error or "judge failed", attempts=outcome.attempts)
                 out[i] = r.model_copy(update={"metrics": {}, "error": err, "meta": {**r.meta, "judge": info}})

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from omnieval.benchmarks.omniassist._prompt import SYSTEM_PROMPT
 from omnieval.benchmarks.omniassist._schema import SUB_TASK_NAMES, Interaction, Turn
@@ -72,7 +72,7 @@ class _Builder:
         self.dir, self.condition, self.query_as_text = data_dir, condition, query_as_text
         self.sampling_rate = sampling_rate
         strategy = "fps" if fps else ("uniform" if num_frames else None)
-        self.video_opts = {"num_frames": num_frames, "fps": fps, "sampling_strategy": strategy}
+        self.video_opts: dict[str, Any] = {"num_frames": num_frames, "fps": fps, "sampling_strategy": strategy}
 
     def _path(self, rel: str) -> str:
         return str(self.dir / rel)
