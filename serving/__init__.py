@@ -8,6 +8,7 @@ from typing import Any
 
 from omnieval.core import ENGINES as _ENGINES
 from omnieval.core import Registry
+from serving._convert import gguf_to_hf
 from serving._engine import Engine
 from serving._factory import build_engine
 from serving._features import EngineFeatures, declared
@@ -67,6 +68,7 @@ __all__ = [
     "engine_features",
     "find_llama_server",
     "free_port",
+    "gguf_to_hf",
     "parse_chat_completion",
     "prompt_text",
     "ray_node_ip",
