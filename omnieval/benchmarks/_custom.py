@@ -12,14 +12,13 @@ import csv
 import hashlib
 import io
 import itertools
-import json
 import re
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from omnieval.benchmarks._loaders import LETTERS
+from omnieval.benchmarks._loaders import LETTERS, jsonl_rows
 from omnieval.benchmarks._spec import BenchmarkSpec, MetricSpec
 from omnieval.core import (
     AudioContent,
@@ -155,7 +154,7 @@ def check_definition(d: BenchmarkDefinition) -> str | None:
             evaluated += not is_shot
         if not evaluated:
             return f"data: {d.data} has no rows to evaluate; add rows (the first {d.fewshot} are worked examples)"
-    except DefinitionError as e:
+    except OmnievalUserError as e:  # DefinitionError, or a corrupt JSONL line
         return str(e)
     return None
 
@@ -190,21 +189,7 @@ def iter_rows(path: str, fmt: str, split: str | None = None) -> Iterator[tuple[i
     if not p.is_file():
         raise DefinitionError(f"data file not found: {p}; fix the path (relative to the file defining it)")
     if fmt == "jsonl":
-        with open(p, encoding="utf-8") as f:
-            n = 0
-            for line_no, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                n += 1
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise DefinitionError(
-                        f"{p}:{line_no}: not a JSON object ({e.msg}); one JSON object per line"
-                    ) from None
-                if not isinstance(row, dict):
-                    raise DefinitionError(f"{p}:{line_no}: a row must be a JSON object, got {type(row).__name__}")
-                yield n, row
+        yield from ((n, row) for n, (_, row) in enumerate(jsonl_rows(p), 1))
     elif fmt == "csv":
         with open(p, encoding="utf-8", newline="") as f:
             yield from enumerate(csv.DictReader(f), 1)

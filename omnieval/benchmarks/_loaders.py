@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from omnieval.benchmarks._spec import BenchmarkSpec
@@ -16,10 +17,8 @@ from omnieval.core import OmnievalUserError
 LETTERS = "ABCDEFGHIJ"
 
 
-def read_jsonl(spec: BenchmarkSpec) -> Iterator[dict[str, Any]]:
-    path = spec.data_path
-    if not path.is_file():
-        raise OmnievalUserError(f"benchmark {spec.name}: data file not found: {path}")
+def jsonl_rows(path: Path, prefix: str = "") -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, row)`` of a JSONL file, blank lines skipped; a bad line is one user error naming it."""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -28,11 +27,18 @@ def read_jsonl(spec: BenchmarkSpec) -> Iterator[dict[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise OmnievalUserError(
-                    f"benchmark {spec.name}: {path}:{n}: corrupt JSONL row ({e.msg}); regenerate or fix the data file"
+                    f"{prefix}{path}:{n}: corrupt JSONL row ({e.msg}); regenerate or fix the data file"
                 ) from None
             if not isinstance(row, dict):
-                raise OmnievalUserError(f"benchmark {spec.name}: {path}:{n}: a row must be a JSON object")
-            yield row
+                raise OmnievalUserError(f"{prefix}{path}:{n}: a row must be a JSON object, got {type(row).__name__}")
+            yield n, row
+
+
+def read_jsonl(spec: BenchmarkSpec) -> Iterator[dict[str, Any]]:
+    path = spec.data_path
+    if not path.is_file():
+        raise OmnievalUserError(f"benchmark {spec.name}: data file not found: {path}")
+    return (row for _, row in jsonl_rows(path, f"benchmark {spec.name}: "))
 
 
 def multiple_choice(spec: BenchmarkSpec) -> Iterator[dict[str, Any]]:
