@@ -3,7 +3,8 @@
 The actor pins itself (every thread) to the CPUs of one NUMA node before it starts llama-server, so the server
 inherits the mask: its threads and memory stay on that node. Thread count is the worker's share of the cgroup CPU
 quota (see ``_cpu``). Topology is read on the worker's own host, not the driver's, so workers on other Ray nodes
-pin correctly. The llama-server process itself is owned by ``serving.LlamaCppEngine`` (same code as pool replicas).
+pin correctly. The judge engine is built by ``serving.build_engine``, as a pool replica's is: the llama-server
+process is owned by ``serving.LlamaCppEngine`` (an endpoint judge is reached through ``serving.OpenAIEngine``).
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ import logging
 import os
 import signal
 import socket
-from pathlib import Path
 from typing import Any
 
 import ray
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field
 
 from omnieval.core import GenerationOptions, ModelSource
 
@@ -25,15 +25,15 @@ log = logging.getLogger("omnieval.verifier")
 
 
 class WorkerSpec(BaseModel):
-    """What one worker needs, shipped by value."""
+    """What one worker needs, shipped by value (the object itself: Ray pickles it, validated once where made)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
     worker_index: int = Field(ge=0)
     """Position among the run's workers; selects the NUMA node (index mod nodes)."""
     num_workers: int = Field(default=1, ge=1)
     """Workers sharing the host's CPU quota."""
-    source: dict[str, Any]
-    """Judge model source (a ``ModelSource`` as a dict)."""
+    source: ModelSource
+    """Judge model source: local weights run on llama-server, an endpoint is called as it is."""
     threads: int | None = None
     """llama.cpp threads; None = this worker's share of the quota."""
     parallel: int = Field(default=4, ge=1)
@@ -71,40 +71,29 @@ def pin_process(cpus: list[int]) -> bool:
 class VerifierWorker:
     """Lifecycle: ``start`` -> many ``generate`` batches -> ``shutdown`` (terminates llama-server)."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
-        self.spec = WorkerSpec.model_validate(spec)
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
         self.engine: Any = None
         self.info: dict[str, Any] = {}
         self._sem: asyncio.Semaphore | None = None
 
     async def start(self) -> dict[str, Any]:
         from omnieval.verifier._cpu import plan_workers
-        from serving import resolve_model
+        from serving import build_engine
 
         s = self.spec
-        source = TypeAdapter(ModelSource).validate_python(s.source)
         slots = plan_workers(s.num_workers, threads=s.threads)
         slot = slots[s.worker_index % len(slots)]
         pinned = pin_process(slot.cpus) if s.pin else False
-        rid = f"verifier-{s.worker_index}"
-        if source.kind == "endpoint":
-            from serving import OpenAIEngine
-
-            self.engine = OpenAIEngine(
-                replica_id=rid, model="verifier", base_url=source.base_url,
-                served_model_name=source.served_model_name, api_key_env=source.api_key_env,
-                slots=s.parallel, timeout_s=s.request_timeout_s,
-            )  # fmt: skip
-            path: Path | None = None
-        else:
-            from serving import LlamaCppEngine
-
-            path = await asyncio.to_thread(resolve_model, source)
-            self.engine = LlamaCppEngine(
-                replica_id=rid, model="verifier", model_path=str(path), parallel=s.parallel,
-                ctx_per_slot=s.ctx_per_slot, threads=slot.threads, timeout_s=s.request_timeout_s,
-                startup_timeout_s=s.startup_timeout_s,
-            )  # fmt: skip
+        engine, kwargs = "openai", {"slots": s.parallel, "timeout_s": s.request_timeout_s}
+        if s.source.kind != "endpoint":
+            engine, kwargs = "llamacpp", {"parallel": s.parallel, "ctx_per_slot": s.ctx_per_slot,
+                                          "threads": slot.threads, "timeout_s": s.request_timeout_s,
+                                          "startup_timeout_s": s.startup_timeout_s}  # fmt: skip
+        self.engine, path = await asyncio.to_thread(  # resolving the source may fetch the weights
+            build_engine, engine, replica_id=f"verifier-{s.worker_index}", model="verifier", source=s.source,
+            engine_kwargs=kwargs,
+        )  # fmt: skip
         await self.engine.start()
         self._sem = asyncio.Semaphore(s.parallel)  # more would queue inside llama-server and eat request timeouts
         self.info = {

@@ -108,18 +108,18 @@ class VerifierPool:
         import ray
 
         from cluster import connect
-        from omnieval.verifier._actor import VerifierWorker
+        from omnieval.verifier._actor import VerifierWorker, WorkerSpec
         from omnieval.verifier._cpu import plan_workers
 
         connect()
         cfg = self.cfg
         n = len(plan_workers(cfg.workers, threads=cfg.threads))  # local topology; each worker re-plans on its host
         for i in range(n):
-            spec = {
-                "worker_index": i, "num_workers": n, "source": cfg.model.model_dump(mode="json"),
-                "threads": cfg.threads, "parallel": cfg.parallel, "ctx_per_slot": cfg.ctx_per_slot,
-                "request_timeout_s": cfg.request_timeout_s, "startup_timeout_s": cfg.startup_timeout_s, "pin": self.pin,
-            }  # fmt: skip
+            spec = WorkerSpec(
+                worker_index=i, num_workers=n, source=cfg.model, threads=cfg.threads, parallel=cfg.parallel,
+                ctx_per_slot=cfg.ctx_per_slot, request_timeout_s=cfg.request_timeout_s,
+                startup_timeout_s=cfg.startup_timeout_s, pin=self.pin,
+            )  # fmt: skip
             self.workers.append(VerifierWorker.options(num_cpus=cfg.num_cpus).remote(spec))  # type: ignore[attr-defined]
         try:
             refs = [w.start.remote() for w in self.workers]

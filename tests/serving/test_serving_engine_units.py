@@ -152,6 +152,22 @@ def test_llamacpp_has_one_command_line_for_replicas_and_the_bench(monkeypatch: p
     assert bench == LlamaCppEngine.command("/w.gguf", sys.executable, threads=2, parallel=3)
 
 
+def test_one_factory_builds_engines_by_name_or_target(tmp_path: Path) -> None:
+    from omnieval.core import EndpointModelSource, PathModelSource
+    from serving import ENGINES, LlamaCppEngine, OpenAIEngine, build_engine
+
+    weights = tmp_path / "w.gguf"
+    weights.write_bytes(b"gguf")
+    for engine in ("llamacpp", str(ENGINES.target("llamacpp"))):
+        e, path = build_engine(engine, replica_id="r", model="m", source=PathModelSource(path=str(weights)),
+                               engine_kwargs={"parallel": 3})  # fmt: skip
+        assert isinstance(e, LlamaCppEngine) and path == weights and e.model_path == weights and e.slots == 3
+    src = EndpointModelSource(base_url="http://127.0.0.1:9/v1", served_model_name="judge")
+    e, path = build_engine("openai", replica_id="r", model="m", source=src, engine_kwargs={"slots": 2})
+    assert isinstance(e, OpenAIEngine) and path is None and e.base_url == "http://127.0.0.1:9/v1"
+    assert e.served_model_name == "judge" and e.slots == 2
+
+
 def test_prometheus_samples_are_summed_over_labels() -> None:
     text = """# HELP vllm:num_requests_running Number of requests
 vllm:num_requests_running{engine="0",model_name="smol"} 3.0
