@@ -101,6 +101,31 @@ def engine_kwargs_error(engine: str, unknown: set[str], allowed: set[str]) -> st
     return f"engine {engine!r}: unknown engine_kwargs {sorted(unknown)}; allowed: {sorted(allowed)}"
 
 
+def split_passthrough(
+    engine: str, kwargs: dict[str, Any], fields: dict[str, Any], own: dict[str, Any], *, extra_key: str, what: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the server's own arguments, omnieval's options) of an engine that passes ``engine_kwargs`` through to its
+    server (vLLM's ``AsyncEngineArgs``, SGLang's ``ServerArgs``): the named ``fields`` that are set, then any other
+    field of ``what`` under ``extra_key``; ``own`` over its defaults. An unknown key, a non-mapping ``extra_key`` or a
+    field set both ways is a user error."""
+    from omnieval.core import OmnievalUserError
+
+    allowed = set(fields) | set(own)
+    unknown = set(kwargs) - allowed
+    if unknown:
+        raise OmnievalUserError(
+            engine_kwargs_error(engine, unknown, allowed) + f"; other {what} fields go in {extra_key}: {{...}}"
+        )
+    extra = kwargs.get(extra_key) or {}
+    if not isinstance(extra, dict):
+        raise OmnievalUserError(f"engine {engine!r}: {extra_key} must be a mapping of {what} fields")
+    clash = set(extra) & set(fields)
+    if clash:
+        raise OmnievalUserError(f"engine {engine!r}: set {sorted(clash)} directly in engine_kwargs, not in {extra_key}")
+    args = {k: v for k, v in kwargs.items() if k in fields and v is not None} | dict(extra)
+    return args, {**own, **{k: v for k, v in kwargs.items() if k in own}}
+
+
 def pop_known(kwargs: dict[str, Any], engine: str, allowed: dict[str, Any]) -> dict[str, Any]:
     """Defaults overlaid with ``kwargs``; an unknown key is a user error, never silently dropped."""
     from omnieval.core import OmnievalUserError

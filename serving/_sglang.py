@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from omnieval.core import MissingDependencyError, OmnievalUserError
-from serving._engine import engine_kwargs_error
+from serving._engine import split_passthrough
 from serving._features import EngineFeatures, hf_features
 from serving._managed import ServerEngine, cli_flags
 from serving._vllm import has_cuda_device
@@ -46,18 +46,7 @@ OWN_OPTIONS: dict[str, Any] = {"server_args": {}, "convert_dtype": "bfloat16"}
 
 def split_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(ServerArgs fields, own options); an unknown key is a user error listing the allowed ones."""
-    allowed = set(SERVER_ARGS) | set(OWN_OPTIONS)
-    unknown = set(kwargs) - allowed
-    if unknown:
-        raise OmnievalUserError(
-            engine_kwargs_error("sglang", unknown, allowed) + "; other ServerArgs fields go in server_args: {...}"
-        )
-    extra = kwargs.get("server_args") or {}
-    if not isinstance(extra, dict):
-        raise OmnievalUserError("engine 'sglang': server_args must be a mapping of sglang ServerArgs fields")
-    args = {k: v for k, v in kwargs.items() if k in SERVER_ARGS and v is not None} | dict(extra)
-    own = {**OWN_OPTIONS, **{k: v for k, v in kwargs.items() if k in OWN_OPTIONS}}
-    return args, own
+    return split_passthrough("sglang", kwargs, SERVER_ARGS, OWN_OPTIONS, extra_key="server_args", what="ServerArgs")
 
 
 def server_flags(args: dict[str, Any]) -> list[str]:

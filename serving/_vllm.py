@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from omnieval.core import MissingDependencyError, OmnievalUserError
-from serving._engine import engine_kwargs_error
+from serving._engine import split_passthrough
 from serving._features import EngineFeatures, hf_features
 from serving._managed import ServerEngine, cli_flags
 from serving._types import EngineStats
@@ -70,21 +70,7 @@ def vllm_pip_line(cuda: bool | None = None) -> str:
 
 def split_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(AsyncEngineArgs fields, own options); an unknown key is a user error that lists the allowed ones."""
-    allowed = set(ENGINE_ARGS) | set(OWN_OPTIONS)
-    unknown = set(kwargs) - allowed
-    if unknown:
-        raise OmnievalUserError(
-            engine_kwargs_error("vllm", unknown, allowed) + "; other AsyncEngineArgs fields go in engine_args: {...}"
-        )
-    extra = kwargs.get("engine_args") or {}
-    if not isinstance(extra, dict):
-        raise OmnievalUserError("engine 'vllm': engine_args must be a mapping of AsyncEngineArgs fields")
-    clash = set(extra) & set(ENGINE_ARGS)
-    if clash:
-        raise OmnievalUserError(f"engine 'vllm': set {sorted(clash)} directly in engine_kwargs, not in engine_args")
-    args = {k: v for k, v in kwargs.items() if k in ENGINE_ARGS and v is not None} | dict(extra)
-    own = {**OWN_OPTIONS, **{k: v for k, v in kwargs.items() if k in OWN_OPTIONS}}
-    return args, own
+    return split_passthrough("vllm", kwargs, ENGINE_ARGS, OWN_OPTIONS, extra_key="engine_args", what="AsyncEngineArgs")
 
 
 def engine_args_dict(model_dir: str, args: dict[str, Any], fields: set[str] | None = None) -> dict[str, Any]:

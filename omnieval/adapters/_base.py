@@ -6,13 +6,14 @@ does inference, and the adapter maps the framework's per-sample output into Reco
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from omnieval._artifacts import ScoreRow
-from omnieval.core import GenerationOptions, Record
+from omnieval.core import GenerationOptions, MissingDependencyError, Record, import_target
 from serving import GenerationResult
 
 
@@ -26,6 +27,15 @@ class FrameworkResult(BaseModel):
     """Framework package versions (provenance)."""
     raw: dict[str, Any] = Field(default_factory=dict)
     """The framework's own results block, kept for inspection."""
+
+
+def import_framework(what: str, pip_line: str, package: str, model_base: str) -> tuple[Any, Any]:
+    """The framework's package and the model base class its adapter subclasses (``"module:Class"``), imported only
+    when a suite runs it (importing omnieval never imports a framework, or torch); missing, the install line."""
+    try:
+        return importlib.import_module(package), import_target(model_base)
+    except ImportError:
+        raise MissingDependencyError(what, pip_line) from None
 
 
 def cache_meta(result: GenerationResult | BaseException | None) -> dict[str, Any]:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_scores
+from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_scores, import_framework
 from omnieval.core import (
     GenerationOptions,
     Message,
-    MissingDependencyError,
     OmnievalUserError,
     Output,
     Record,
@@ -28,12 +27,7 @@ _UNIT_METRICS = {"acc", "acc_norm", "exact_match", "f1", "mcc", "em", "pass@1"}
 
 
 def _import_lm_eval() -> Any:
-    try:
-        import lm_eval
-        from lm_eval.api.model import LM
-    except ImportError:
-        raise MissingDependencyError("the lm-eval adapter", PIP_LINE) from None
-    return lm_eval, LM
+    return import_framework("the lm-eval adapter", PIP_LINE, "lm_eval", "lm_eval.api.model:LM")
 
 
 def _messages(ctx: Any) -> list[dict[str, Any]]:

@@ -15,11 +15,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, ClassVar
 
-from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_scores
+from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_scores, import_framework
 from omnieval.adapters._media import modality, record_messages
 from omnieval.core import (
     GenerationOptions,
-    MissingDependencyError,
     OmnievalUserError,
     Output,
     Record,
@@ -37,12 +36,7 @@ _UNIT_METRICS = {"acc", "acc_norm", "exact_match", "f1", "anls", "relaxed_accura
 
 
 def _import_lmms() -> Any:
-    try:
-        import lmms_eval
-        from lmms_eval.api.model import lmms
-    except ImportError:
-        raise MissingDependencyError("the lmms-eval adapter", PIP_LINE) from None
-    return lmms_eval, lmms
+    return import_framework("the lmms-eval adapter", PIP_LINE, "lmms_eval", "lmms_eval.api.model:lmms")
 
 
 def _options(kw: dict[str, Any], generation: GenerationOptions) -> GenerationOptions:

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from omnieval._artifacts import ScoreRow
-from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta
+from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, import_framework
 from omnieval.adapters._media import file_data_uri, modality, record_messages
 from omnieval.core import (
     GenerationOptions,
-    MissingDependencyError,
     OmnievalUserError,
     Output,
     Record,
@@ -40,12 +39,7 @@ FAIL_MSG = "Failed to obtain answer via API."  # VLMEvalKit's own marker: failed
 
 
 def _import_vlmeval() -> Any:
-    try:
-        import vlmeval
-        from vlmeval.vlm.base import BaseModel
-    except ImportError:
-        raise MissingDependencyError("the VLMEvalKit adapter", PIP_LINE) from None
-    return vlmeval, BaseModel
+    return import_framework("the VLMEvalKit adapter", PIP_LINE, "vlmeval", "vlmeval.vlm.base:BaseModel")
 
 
 def _key(message: Any) -> str:

@@ -74,7 +74,7 @@ class CustomBenchmarkSpec(BenchmarkSpec):
         options: dict[str, Any] | None = None,
     ) -> Iterator[Record]:
         d = self.definition
-        gen = GenerationOptions.model_validate({**generation.model_dump(), **self.generation, **(overrides or {})})
+        gen = self.generation_options(generation, overrides)
         template = _template(self.prompt_template if prompt == "native" else self.uniform_prompt_template)
         shots, rows = _fewshot_and_rows(d)
         history: list[Message] = []

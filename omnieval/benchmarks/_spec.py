@@ -82,6 +82,13 @@ class BenchmarkSpec(BaseModel):
             return path_sha256(self.data_path)
         return hashlib.sha256(self.data_path.read_bytes()).hexdigest()
 
+    def generation_options(
+        self, generation: GenerationOptions, overrides: dict[str, Any] | None = None
+    ) -> GenerationOptions:
+        """A sample's generation options: the suite's, then this benchmark's own, then the suite's per-benchmark
+        ``overrides``."""
+        return GenerationOptions.model_validate({**generation.model_dump(), **self.generation, **(overrides or {})})
+
     def records(
         self,
         *,
@@ -108,7 +115,7 @@ class BenchmarkSpec(BaseModel):
         """Records one at a time, in sample order (the loader reads rows as they are needed)."""
         from omnieval.core import import_target
 
-        gen = GenerationOptions.model_validate({**generation.model_dump(), **self.generation, **(overrides or {})})
+        gen = self.generation_options(generation, overrides)
         if self.records_fn is not None:
             build = import_target(self.records_fn)
             yield from build(self, model=model, generation=gen, limit=limit, **{**self.options, **(options or {})})

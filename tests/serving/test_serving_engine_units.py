@@ -88,6 +88,20 @@ def test_vllm_kwargs_split_and_engine_args() -> None:
         split_kwargs({"engine_args": {"enforce_eager": True}})
 
 
+def test_sglang_kwargs_split_like_vllms() -> None:
+    from serving._sglang import split_kwargs as sglang_split
+
+    args, own = sglang_split({"tp_size": 2, "dtype": None, "server_args": {"schedule_conservativeness": 0.5},
+                              "convert_dtype": "float16"})  # fmt: skip
+    assert args == {"tp_size": 2, "schedule_conservativeness": 0.5} and own["convert_dtype"] == "float16"
+    with pytest.raises(OmnievalUserError, match="other ServerArgs fields go in server_args"):
+        sglang_split({"bogus": 1})
+    with pytest.raises(OmnievalUserError, match="server_args must be a mapping"):
+        sglang_split({"server_args": ["x"]})
+    with pytest.raises(OmnievalUserError, match="directly in engine_kwargs, not in server_args"):
+        sglang_split({"server_args": {"tp_size": 2}})
+
+
 def test_vllm_runs_its_own_api_server_with_the_engine_args_as_flags() -> None:
     assert server_flags({"enforce_eager": True, "enable_prefix_caching": False, "max_model_len": 2048,
                          "limit_mm_per_prompt": {"image": 2}}) == [
