@@ -61,7 +61,7 @@ _COMMANDS = {
 _PASSTHROUGH = {
     "dashboard": "omnieval.dashboard:cli_main",
     "serve": "omnieval.jobserver:cli_main",
-    "bench": "omnieval.bench:cli_main",
+    "bench": "omnieval.perf:cli_main",
     "compare": "omnieval.compare:cli_main",
 }
 """Commands that parse their own arguments: the rest of argv goes to the package's ``cli_main``."""

@@ -150,7 +150,7 @@ def test_sglang_runs_its_own_server_process() -> None:
 
 
 def test_llamacpp_has_one_command_line_for_replicas_and_the_bench(monkeypatch: pytest.MonkeyPatch) -> None:
-    from omnieval.bench._common import LlamaServer
+    from omnieval.perf._common import LlamaServer
     from serving import LlamaCppEngine
 
     e = LlamaCppEngine(replica_id="r", model="m", model_path="/w.gguf", parallel=3, threads=2, mmproj="/p.gguf")

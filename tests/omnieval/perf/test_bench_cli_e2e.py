@@ -61,7 +61,7 @@ def test_bench_federated_tiny_suite(tmp_path: Path) -> None:
 @pytest.mark.ray
 @pytest.mark.timeout(600)
 def test_stream_probe_through_real_actors() -> None:
-    from omnieval.bench._stream_bench import probe
+    from omnieval.perf._stream_bench import probe
 
     r = probe("stream-ray", 600, chunk_size=50, window=4)
     assert r["checkpoint_lines"] == 600 and r["stats"]["records"] == 600
@@ -71,7 +71,7 @@ def test_stream_probe_through_real_actors() -> None:
 @pytest.mark.ray
 @pytest.mark.timeout(600)
 def test_stream_probe_measures_run_suite_end_to_end() -> None:
-    from omnieval.bench._stream_bench import probe
+    from omnieval.perf._stream_bench import probe
 
     r = probe("run-suite", 3000, chunk_size=100)
     assert r["checkpoint_lines"] == 3000

@@ -14,7 +14,7 @@ from typing import Any
 
 
 def probe(mode: str, n: int, *, chunk_size: int = 256, window: int = 8, timeout_s: float = 1800) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "omnieval.bench._stream_probe", "--n", str(n), "--mode", mode,
+    cmd = [sys.executable, "-m", "omnieval.perf._stream_probe", "--n", str(n), "--mode", mode,
            "--chunk-size", str(chunk_size), "--window", str(window)]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
@@ -52,7 +52,7 @@ def _growth(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def plot(result: dict[str, Any], path: Path) -> Path | None:
-    from omnieval.bench._common import pyplot
+    from omnieval.perf._common import pyplot
 
     plt = pyplot()
     if plt is None:

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omnieval.bench._common import median, pct
 from omnieval.core import Record, SuiteConfig
+from omnieval.perf._common import median, pct
 
 
 def _key(r: Record) -> str:
@@ -73,7 +73,7 @@ def direct_ceiling(model_path: Path, model: str, records: list[Record], engine_k
 
 def through_pool(suite: SuiteConfig) -> dict[str, Any]:
     from omnieval._runner import run_suite
-    from omnieval.bench._common import no_cache
+    from omnieval.perf._common import no_cache
 
     suite = no_cache(suite)
     with tempfile.TemporaryDirectory(prefix="omnieval-bench-pool-") as out:
@@ -100,8 +100,8 @@ def bench_pool(
     """Line rate (INSTANT server) and ceiling (real llama-server), each mode side by side, order alternated."""
     from cluster import connect
     from omnieval._runner import build_records
-    from omnieval.bench._common import no_cache, shutdown_ray
-    from omnieval.bench._linerate import line_rate
+    from omnieval.perf._common import no_cache, shutdown_ray
+    from omnieval.perf._linerate import line_rate
     from serving import resolve_model
 
     suite = no_cache(suite)
@@ -157,7 +157,7 @@ def bench_pool(
 
 def plot(data: dict[str, Any], path: Path) -> Path | None:
     """Two panels: line rate (requests/s, raw vs pool) and ceiling (tokens/s, direct vs pool)."""
-    from omnieval.bench._common import pyplot
+    from omnieval.perf._common import pyplot
 
     plt = pyplot()
     if plt is None:

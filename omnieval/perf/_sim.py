@@ -21,8 +21,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from omnieval.bench._common import pct
-from omnieval.bench._workloads import SimRequest
+from omnieval.perf._common import pct
+from omnieval.perf._workloads import SimRequest
 from schedulers import ReplicaView, RoutingRequest, estimate_cost, make_policy, plan_shards
 from serving import EngineProfile, PrefixCache
 

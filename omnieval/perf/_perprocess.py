@@ -1,6 +1,6 @@
 """The per-process baseline: how evaluation tools run today, one OS process per benchmark owning its own engine.
 
-Each worker (``python -m omnieval.bench._perprocess JOB RESULT``) builds its benchmark's Records exactly as
+Each worker (``python -m omnieval.perf._perprocess JOB RESULT``) builds its benchmark's Records exactly as
 ``run_suite`` does, starts its own engine in-process (llama-server ``--parallel 1``), and sends the requests one at a
 time from a single-threaded loop (lm-eval with batch size 1 against an in-process model). The driver starts every
 worker, waits until all engines are up, then releases them together, so the measured wall time is inference only
@@ -59,7 +59,7 @@ def run_per_process(jobs: list[dict[str, Any]], *, ready_timeout_s: float = 300.
         for i, job in enumerate(jobs):
             jp, rp = tmp / f"job{i}.json", tmp / f"result{i}.json"
             jp.write_text(json.dumps(job))
-            p = subprocess.Popen([sys.executable, "-m", "omnieval.bench._perprocess", str(jp), str(rp)],
+            p = subprocess.Popen([sys.executable, "-m", "omnieval.perf._perprocess", str(jp), str(rp)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
             procs.append((p, rp))
         deadline = time.monotonic() + ready_timeout_s

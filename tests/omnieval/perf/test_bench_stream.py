@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from omnieval._stream import LocalChunkRunner, lazy_chunks, stream_dispatch
-from omnieval.bench._stream_probe import echo_chunk, synthetic_records
 from omnieval.core import Record
+from omnieval.perf._stream_probe import echo_chunk, synthetic_records
 
 
 class _FakeRunner:

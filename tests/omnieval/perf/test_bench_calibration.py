@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from omnieval.bench._calibrate import DecodePoint, PrefillPoint, fit_profile
+from omnieval.perf._calibrate import DecodePoint, PrefillPoint, fit_profile
 from serving._simulated import DEFAULT_PROFILE
 
 TRUE = DEFAULT_PROFILE.with_(step_base_s=0.012, step_per_seq_s=0.004, step_per_kv_token_s=2e-6,

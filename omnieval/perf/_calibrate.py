@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from omnieval.bench._common import LlamaServer, median
+from omnieval.perf._common import LlamaServer, median
 from serving import DEFAULT_PROFILE, EngineProfile
 
 _WORDS = ("alpha beta gamma delta river stone cloud paper green light music window number table orange "

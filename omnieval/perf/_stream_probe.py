@@ -1,6 +1,6 @@
 """One streaming-memory measurement in a fresh process (peak RSS is per process, so each size gets its own).
 
-``python -m omnieval.bench._stream_probe --n 1000000 --mode run-suite`` prints one JSON line. Modes:
+``python -m omnieval.perf._stream_probe --n 1000000 --mode run-suite`` prints one JSON line. Modes:
 ``run-suite`` (``run_suite`` itself, end to end — plan, pool, streaming dispatch, checkpoint, streaming scoring,
 ``records.parquet`` — against a managed INSTANT-server replica, no model), ``stream-local`` (omnieval._stream with an in-process instant echo worker), ``stream-ray`` (omnieval._stream into
 real EvalClient actors and a pool of SIMULATED instant replicas), ``materialised`` (today's runner shape: every
@@ -83,8 +83,8 @@ def _stream_ray(n: int, chunk: int, window: int, ckpt: CheckpointWriter, clients
 
     from cluster import connect
     from omnieval._stream import RayChunkRunner, stream_dispatch
-    from omnieval.bench._common import shutdown_ray
     from omnieval.core import ModelConfig, PoolConfig
+    from omnieval.perf._common import shutdown_ray
     from pool import EvalClient, get_controller
 
     started = bool(connect(None).get("started"))
@@ -111,9 +111,9 @@ def _stream_ray(n: int, chunk: int, window: int, ckpt: CheckpointWriter, clients
 def _run_suite(n: int, chunk: int, clients: int, out: Path) -> dict[str, Any]:
     from cluster import connect
     from omnieval._runner import run_suite
-    from omnieval.bench._common import shutdown_ray
-    from omnieval.bench._synthetic import register_synthetic
     from omnieval.core import SuiteConfig
+    from omnieval.perf._common import shutdown_ray
+    from omnieval.perf._synthetic import register_synthetic
 
     name = register_synthetic(n, out / "data", max_tokens=8)
     suite = SuiteConfig.model_validate({

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from omnieval.bench._sim import SimConfig, simulate
-from omnieval.bench._workloads import SimRequest, make_workload
+from omnieval.perf._sim import SimConfig, simulate
+from omnieval.perf._workloads import SimRequest, make_workload
 from serving._simulated import DEFAULT_PROFILE, PrefixCache, block_hashes
 
 P = DEFAULT_PROFILE.with_(step_base_s=0.01, step_per_seq_s=0.005, step_per_kv_token_s=0.0, prefill_base_s=0.0,

@@ -17,8 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from omnieval.bench._common import median
 from omnieval.core import SuiteConfig
+from omnieval.perf._common import median
 
 
 def _threads_of(suite: SuiteConfig, threads_total: int) -> SuiteConfig:
@@ -156,9 +156,9 @@ def _row(mode: str, modality: str, rep: int, r: dict[str, Any], engines: list[di
 
 def bench_federated(suite: SuiteConfig, *, threads_total: int, repeats: int = 1, log: Any = print) -> dict[str, Any]:
     from cluster import connect
-    from omnieval.bench._common import no_cache, shutdown_ray
-    from omnieval.bench._perprocess import jobs_for, run_per_process
     from omnieval.benchmarks import get_benchmark
+    from omnieval.perf._common import no_cache, shutdown_ray
+    from omnieval.perf._perprocess import jobs_for, run_per_process
 
     suite = no_cache(_threads_of(suite, threads_total))
     by_mod: dict[str, list[str]] = defaultdict(list)
@@ -233,7 +233,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def plot(result: dict[str, Any], path: Path) -> Path | None:
-    from omnieval.bench._common import pyplot
+    from omnieval.perf._common import pyplot
 
     plt = pyplot()
     if plt is None:

@@ -16,7 +16,7 @@ __all__ = ["cli_main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    from omnieval.bench._common import DEFAULT_OUT
+    from omnieval.perf._common import DEFAULT_OUT
 
     p = argparse.ArgumentParser(prog="omnieval bench", description=__doc__)
     sub = p.add_subparsers(dest="what", required=True)
@@ -72,7 +72,7 @@ def _csv(s: str) -> list[str]:
 
 
 def _save(args: argparse.Namespace, data: dict[str, Any], plotter: Any) -> None:
-    from omnieval.bench._common import machine_context, write_json
+    from omnieval.perf._common import machine_context, write_json
 
     data = {"bench": args.what, "context": machine_context(), **data}
     stem = args.name or args.what
@@ -84,9 +84,9 @@ def _save(args: argparse.Namespace, data: dict[str, Any], plotter: Any) -> None:
 
 
 def _cmd_federated(args: argparse.Namespace) -> int:
-    import omnieval.bench._federated as fed
+    import omnieval.perf._federated as fed
     from omnieval._suite import load_suite
-    from omnieval.bench._common import cpu_count
+    from omnieval.perf._common import cpu_count
 
     suite = load_suite(args.suite)
     threads = args.threads or cpu_count()
@@ -106,7 +106,7 @@ def _cmd_federated(args: argparse.Namespace) -> int:
 
 
 def _cmd_pool(args: argparse.Namespace) -> int:
-    import omnieval.bench._poolbench as pb
+    import omnieval.perf._poolbench as pb
     from omnieval._suite import load_suite
 
     res = pb.bench_pool(load_suite(args.suite), repeats=args.repeats, line_requests=args.line_requests,
@@ -137,7 +137,7 @@ def _cmd_pool(args: argparse.Namespace) -> int:
 
 
 def _cmd_stream(args: argparse.Namespace) -> int:
-    import omnieval.bench._stream_bench as sb
+    import omnieval.perf._stream_bench as sb
 
     plan = [("run-suite", int(n)) for n in _csv(args.sizes)]
     plan += [("stream-local", int(n)) for n in _csv(args.local_sizes)]
@@ -151,8 +151,8 @@ def _cmd_stream(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from omnieval.bench._calibrate import measure
-    from omnieval.bench._common import default_model_path
+    from omnieval.perf._calibrate import measure
+    from omnieval.perf._common import default_model_path
 
     res = measure(default_model_path(), threads=args.threads, parallels=[int(x) for x in _csv(args.parallel)],
                   out_tokens=args.out_tokens, repeats=args.repeats, log=lambda m: print(m, flush=True))  # fmt: skip
@@ -167,7 +167,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_scale(args: argparse.Namespace) -> int:
-    import omnieval.bench._scale as sc
+    import omnieval.perf._scale as sc
 
     print(sc.LABEL)
     res = sc.scale_study(replicas=args.replicas, clients=args.clients, requests=args.requests,

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from omnieval.bench._sim import SimConfig, simulate
-from omnieval.bench._workloads import WORKLOADS, make_workload
+from omnieval.perf._sim import SimConfig, simulate
+from omnieval.perf._workloads import WORKLOADS, make_workload
 from serving import DEFAULT_PROFILE, EngineProfile
 
 POLICIES = ("p2c", "round_robin", "least_loaded", "prefix_aware")
@@ -71,7 +71,7 @@ def markdown_table(result: dict[str, Any]) -> str:
 
 
 def plot(result: dict[str, Any], path: Path) -> Path | None:
-    from omnieval.bench._common import pyplot
+    from omnieval.perf._common import pyplot
 
     plt = pyplot()
     if plt is None:

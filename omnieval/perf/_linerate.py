@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omnieval.bench._common import median, pct
 from omnieval.core import Record, SuiteConfig
+from omnieval.perf._common import median, pct
 
 MAX_TOKENS = 8
 
@@ -94,8 +94,8 @@ def line_rate(*, requests: int, seq_requests: int, repeats: int, clients: int, c
     the order rotated; medians with their range."""
     from cluster import connect
     from omnieval._runner import build_records
-    from omnieval.bench._common import shutdown_ray
-    from omnieval.bench._synthetic import register_synthetic
+    from omnieval.perf._common import shutdown_ray
+    from omnieval.perf._synthetic import register_synthetic
     from serving import ManagedServer
 
     tmp = Path(tempfile.mkdtemp(prefix="omnieval-bench-linerate-data-"))
