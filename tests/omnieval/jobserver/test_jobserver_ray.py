@@ -65,3 +65,62 @@ def test_ray_job_reaches_succeeded_and_cancels(make_server, ray_head, tmp_path: 
         return state if state in ("STOPPED", "FAILED", "SUCCEEDED") else None
 
     assert wait_until(ray_state, 60, "Ray to stop the job") == "STOPPED"
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_real_suite_through_the_job_api_leaves_its_artifact(make_server, ray_head, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The shipped entrypoint (``omnieval run {suite} --output-dir {out}``, no template override) runs a real tiny
+    suite as a Ray job: default SmolLM2 GGUF on llama.cpp, 3 MMLU samples, no verifier."""
+    from testlib.engine import require_engine
+
+    from omnieval import read_manifest, read_records
+    from omnieval._defaults import DEFAULT_MODEL_SOURCE
+    from omnieval.jobserver import DEFAULT_ENTRYPOINT
+
+    require_engine()
+    address, ray_env = ray_head
+    real = {
+        "name": "real-tiny",
+        "models": [{"name": "smol", "source": DEFAULT_MODEL_SOURCE.model_dump(mode="json"), "engine": "llamacpp",
+                    "replicas": 1, "resources": {"num_cpus": 1},
+                    "engine_kwargs": {"parallel": 2, "ctx_per_slot": 1024, "threads": 1}}],
+        "benchmarks": [{"name": "mmlu_tiny", "limit": 3}],
+        "generation": {"temperature": 0.0, "max_tokens": 16, "seed": 0},
+        "pool": {"clients": 1},
+        "verifier": None,
+    }  # fmt: skip
+    assert DEFAULT_ENTRYPOINT.startswith("omnieval run ")  # what runs below: the server is given no template
+    server = make_server(["--runner", "ray", "--ray-address", address, "--max-concurrent", "1"], env=ray_env).start()
+    with server.client() as c:
+        r = c.post("/add_job", json={"suite": real})
+        assert r.status_code == 201, r.text
+        job_id = r.json()["id"]
+        done = wait_state(c, job_id, {"succeeded", "failed", "cancelled"}, timeout=900)
+        logs = c.get(f"/jobs/{job_id}/logs").json()["logs"]
+        assert done["state"] == "succeeded", (done, logs[-4000:])
+        assert done["ray_job_id"] == f"omnieval-{job_id}" and done["name"] == "real-tiny"
+    artifacts = [line.removeprefix("artifact: ").strip() for line in logs.splitlines() if line.startswith("artifact: ")]
+    assert len(artifacts) == 1, logs[-4000:]
+    run_dir = Path(artifacts[0])
+    assert run_dir.parent == (tmp_path / "jobs" / job_id / "runs").resolve()  # where the server pointed the run
+    assert "mmlu_tiny" in logs and "exact_match" in logs  # the score table was printed
+
+    manifest = read_manifest(run_dir)
+    assert manifest.status == "completed" and manifest.suite_name == "real-tiny"
+    (score,) = manifest.scores
+    assert (score.model, score.benchmark, score.metric, score.engine) == (
+        "smol",
+        "mmlu_tiny",
+        "exact_match",
+        "llamacpp",
+    )
+    assert score.num_samples == 3 and score.num_errors == 0
+    assert score.value is not None and 0.0 <= score.value <= 100.0
+    records = read_records(run_dir)
+    assert sorted(r.index for r in records) == [0, 1, 2]
+    for rec in records:  # inferred now by a pool replica, not read from a cache
+        assert rec.error is None and rec.output is not None and rec.output.replica
+        assert rec.output.usage is not None and rec.output.usage.completion_tokens > 0
+        assert "exact_match" in rec.metrics
+    assert score.value == pytest.approx(100.0 * sum(r.metrics["exact_match"] for r in records) / 3, abs=1e-4)
