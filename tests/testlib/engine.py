@@ -48,7 +48,8 @@ def require_llama_server() -> Path:
     try:
         return find_llama_server()
     except Exception as e:  # noqa: BLE001 - any reason the binary is unusable is "missing" here
-        engine_missing(f"llama-server is not available ({e})", "omnieval setup llamacpp")
+        reason = str(e)
+    engine_missing(f"llama-server is not available ({reason})", "omnieval setup llamacpp")
 
 
 def require_default_model() -> Path:

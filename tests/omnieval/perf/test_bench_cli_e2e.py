@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from testlib.engine import require_engine
 
 TINY = """
 name: bench-tiny
@@ -24,23 +25,11 @@ pool: {clients: 2, max_inflight_per_replica: 4, chunk_size: 2}
 """
 
 
-def _have_llama_server() -> bool:
-    from omnieval.core import OmnievalUserError
-    from serving import find_llama_server
-
-    try:
-        find_llama_server()
-    except OmnievalUserError:
-        return False
-    return True
-
-
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.timeout(900)
 def test_bench_federated_tiny_suite(tmp_path: Path) -> None:
-    if not _have_llama_server():
-        pytest.skip("llama-server not built (omnieval setup llamacpp)")
+    require_engine()
     from omnieval.cli import main
 
     suite = tmp_path / "tiny.yaml"
@@ -83,8 +72,7 @@ def test_stream_probe_measures_run_suite_end_to_end() -> None:
 @pytest.mark.ray
 @pytest.mark.timeout(900)
 def test_bench_pool_line_rate_and_ceiling_side_by_side(tmp_path: Path) -> None:
-    if not _have_llama_server():
-        pytest.skip("llama-server not built (omnieval setup llamacpp)")
+    require_engine()
     from omnieval.cli import main
 
     suite = tmp_path / "tiny.yaml"

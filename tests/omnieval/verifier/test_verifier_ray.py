@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 import pytest
+from testlib.engine import require_engine
 
 from omnieval.core import Message, ModelConfig, Output, PoolConfig, PyPIModelSource, Record, TextOutput, VerifierConfig
 from omnieval.verifier import (
@@ -60,21 +61,10 @@ def _check_controls(ratings: list[int | None]) -> None:
     assert all(r == want for r, want in rated), rated
 
 
-def _have_engine() -> bool:
-    from omnieval.core import OmnievalUserError
-    from serving import find_llama_server
-
-    try:
-        find_llama_server()
-    except OmnievalUserError:
-        return False
-    return True
-
-
 @pytest.fixture(autouse=True)
 def _need_engine() -> None:
-    if not _have_engine():
-        pytest.skip("llama-server not built (omnieval setup llamacpp)")
+    """Skip without llama-server or the default GGUF; fail instead under ``CI=true`` (testlib.engine)."""
+    require_engine()
 
 
 def _cfg(**kw: object) -> VerifierConfig:
