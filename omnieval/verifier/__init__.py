@@ -14,7 +14,7 @@ from omnieval.verifier._judge import JudgeFn, PoolJudge, make_pool_judge
 from omnieval.verifier._labelled import LABELLED_PATH, confusion, evaluate_labelled, load_labelled
 from omnieval.verifier._parse import ParsedVerdict, parse_rating
 from omnieval.verifier._prompt import VERIFIER_PROMPT, Triple, build_prompt, record_triple, reference_text
-from omnieval.verifier._run import (
+from omnieval.verifier._verify import (
     Verdict,
     VerifierPool,
     judge_triples,

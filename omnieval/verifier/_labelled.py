@@ -57,7 +57,7 @@ def confusion(labels: list[int], ratings: list[int | None]) -> dict[str, Any]:
 def evaluate_labelled(cfg: VerifierConfig, *, path: str | Path = LABELLED_PATH, limit: int | None = None,
                       pin: bool = True) -> dict[str, Any]:  # fmt: skip
     """Judge every labelled item with ``cfg``'s model; confusion counts, accuracy, time and per-item verdicts."""
-    from omnieval.verifier._run import judge_triples
+    from omnieval.verifier._verify import judge_triples
 
     items = load_labelled(path, limit)
     triples = [Triple(it["question"], it["reference"], it["prediction"]) for it in items]

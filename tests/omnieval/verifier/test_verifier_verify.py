@@ -10,7 +10,7 @@ import pytest
 from omnieval.core import Message, Output, PathModelSource, Record, RecordError, TextOutput, VerifierConfig
 from omnieval.verifier import (
     Triple,
-    _run,
+    _verify,
     build_prompt,
     judge_with_retries,
     record_triple,
@@ -73,7 +73,7 @@ def test_retry_wrong_reply_count_is_a_failed_attempt() -> None:
 
 def test_attempt_options_greedy_then_sampled() -> None:
     cfg = VerifierConfig(model=PathModelSource(path="/x.gguf"), max_tokens=99, retry_temperature=0.6)
-    first, second = _run.attempt_options(cfg, 0), _run.attempt_options(cfg, 2)
+    first, second = _verify.attempt_options(cfg, 0), _verify.attempt_options(cfg, 2)
     assert (first.temperature, first.max_tokens) == (0.0, 99)
     assert (second.temperature, second.seed) == (0.6, 2)
 
@@ -143,7 +143,7 @@ class FakePool:
 
 
 def test_run_verifier_stores_verdicts_and_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_run, "VerifierPool", FakePool)
+    monkeypatch.setattr(_verify, "VerifierPool", FakePool)
     recs = [
         _rec("asdiv_tiny", 0, "The answer is 9 apples", "9"),
         _rec("asdiv_tiny", 1, "7", "9"),
@@ -169,7 +169,7 @@ def test_run_verifier_stores_verdicts_and_rows(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_run_verifier_disabled_and_nothing_to_judge(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_run, "VerifierPool", FakePool)
+    monkeypatch.setattr(_verify, "VerifierPool", FakePool)
     FakePool.started = 0
     recs = [_rec("b", 0, "9", "9")]
     run_verifier(recs, VerifierConfig(model=PathModelSource(path="/x.gguf"), enabled=False))
@@ -184,7 +184,7 @@ def test_unstartable_verifier_records_errors_without_raising(monkeypatch: pytest
         def __enter__(self) -> FakePool:
             raise TimeoutError("no free CPUs")
 
-    monkeypatch.setattr(_run, "VerifierPool", Broken)
+    monkeypatch.setattr(_verify, "VerifierPool", Broken)
     recs = [_rec("b", 0, "9", "9"), _rec("b", 1, "8", "9")]
     run_verifier(recs, VerifierConfig(model=PathModelSource(path="/x.gguf")))
     assert all(r.meta["verifier"]["rating"] is None and "no free CPUs" in r.meta["verifier"]["error"] for r in recs)
