@@ -10,7 +10,6 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -67,18 +66,19 @@ def test_vllm_replica_in_serve(smollm_gguf: Path, timing) -> None:
     import ray
     from ray import serve
 
-    from serving._deployment import EngineReplica
+    from omnieval.core import PathModelSource
+    from serving import EngineReplica, EngineSpec
 
     ray.init(num_cpus=2, include_dashboard=False, _temp_dir=os.environ.get("RAY_TMPDIR"))
     try:
-        spec: dict[str, Any] = {
-            "replica_id": "vllm-r1",
-            "model": "smollm2",
-            "engine": "vllm",
-            "engine_target": str(ENGINES.target("vllm")),
-            "source": {"kind": "path", "path": str(smollm_gguf)},
-            "engine_kwargs": {"enforce_eager": True, "max_model_len": 2048, "max_num_seqs": 16},
-        }
+        spec = EngineSpec(
+            replica_id="vllm-r1",
+            model="smollm2",
+            engine="vllm",
+            engine_target=str(ENGINES.target("vllm")),
+            source=PathModelSource(path=str(smollm_gguf)),
+            engine_kwargs={"enforce_eager": True, "max_model_len": 2048, "max_num_seqs": 16},
+        )
         app = EngineReplica.options(name="EngineReplica", ray_actor_options={"num_cpus": 1}).bind(spec)
         t0 = time.monotonic()
         serve.run(app, name="vllm-r1", route_prefix=None)
