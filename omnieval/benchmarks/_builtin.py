@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from omnieval.benchmarks._spec import BenchmarkSpec, MetricSpec
+from omnieval.benchmarks._spec import UNIFORM, BenchmarkSpec, MetricSpec
 from omnieval.benchmarks._task_types import task_defaults
-
-UNIFORM = "Please answer the question in an appropriate format.\n\n"
 
 MMLU_TINY = BenchmarkSpec(
     name="mmlu_tiny",

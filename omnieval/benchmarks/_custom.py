@@ -18,8 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from omnieval.benchmarks._loaders import LETTERS, jsonl_rows
-from omnieval.benchmarks._spec import BenchmarkSpec, MetricSpec
+from omnieval.benchmarks._loaders import LETTERS, jsonl_rows, options_block
+from omnieval.benchmarks._spec import UNIFORM, BenchmarkSpec, MetricSpec
 from omnieval.core import (
     AudioContent,
     BenchmarkDefinition,
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
     from omnieval.core import BenchmarkConfig
 
-UNIFORM = "Please answer the question in an appropriate format.\n\n"
 MC_TEMPLATE = "{{ question }}\n{{ options }}\nAnswer with the letter of the correct option only."
 _URL = ("http://", "https://", "data:")
 _LETTER = re.compile(r"^\s*\(?([A-Ja-j])(?:[.):]\s*.*)?$", re.S)
@@ -383,7 +382,7 @@ def _sample(d: BenchmarkDefinition, row: dict[str, Any], n: int, where: str) -> 
     variables["answer"] = answer
     if choices is not None:
         variables["choices"] = choices
-        variables["options"] = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(choices))
+        variables["options"] = options_block(choices)
     sid = _column(row, f.id, "id", where) if f.id else None
     return {
         "vars": variables,

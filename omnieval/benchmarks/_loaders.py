@@ -41,13 +41,17 @@ def read_jsonl(spec: BenchmarkSpec) -> Iterator[dict[str, Any]]:
     return (row for _, row in jsonl_rows(path, f"benchmark {spec.name}: "))
 
 
+def options_block(choices: list[str]) -> str:
+    """``A. first\nB. second ...``: the options as every multiple-choice prompt shows them."""
+    return "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(choices))
+
+
 def multiple_choice(spec: BenchmarkSpec) -> Iterator[dict[str, Any]]:
     for r in read_jsonl(spec):
         choices = r["choices"]
-        options_block = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(choices))
         yield {
             "id": r.get("id"),
-            "fields": {"question": r["question"], "options": options_block},
+            "fields": {"question": r["question"], "options": options_block(choices)},
             "label": r["answer"],
             "options": choices,
             "meta": {k: v for k, v in r.items() if k in ("subject",)},

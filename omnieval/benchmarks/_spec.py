@@ -16,6 +16,9 @@ DATA_DIR = Path(__file__).parent / "data"
 
 Modality = Literal["text", "image", "video", "audio"]
 
+UNIFORM = "Please answer the question in an appropriate format.\n\n"
+"""Prefix of every uniform prompt (paper Table 9), built-in or suite-defined."""
+
 
 class MetricSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

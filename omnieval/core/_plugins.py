@@ -17,39 +17,41 @@ from pydantic_core import CoreSchema, core_schema
 
 from omnieval.core._registry import Registry
 
-ENGINES: Registry[Any] = Registry("engine")
+ENGINES: Registry[Any] = Registry(
+    "engine",
+    {
+        "llamacpp": "serving._llamacpp:LlamaCppEngine",
+        "vllm": "serving._vllm:VLLMEngine",
+        "sglang": "serving._sglang:SGLangEngine",
+        "transformers": "serving._transformers:TransformersEngine",
+        "whisper": "serving._whisper:FasterWhisperEngine",
+        "openai": "serving._openai:OpenAIEngine",  # an OpenAI-compatible server someone else runs
+        "simulated": "serving._simulated:SimulatedEngine",  # SIMULATED: scale studies only (omnieval bench)
+        "instant": "serving._instant:InstantEngine",  # INSTANT (no model): line-rate benchmarks only
+    },
+)
 """Engine name → ``serving.Engine`` subclass."""
-for _name, _target in {
-    "llamacpp": "serving._llamacpp:LlamaCppEngine",
-    "vllm": "serving._vllm:VLLMEngine",
-    "sglang": "serving._sglang:SGLangEngine",
-    "transformers": "serving._transformers:TransformersEngine",
-    "whisper": "serving._whisper:FasterWhisperEngine",
-    "openai": "serving._openai:OpenAIEngine",  # an OpenAI-compatible server someone else runs
-    "simulated": "serving._simulated:SimulatedEngine",  # SIMULATED: scale studies only (omnieval bench)
-    "instant": "serving._instant:InstantEngine",  # INSTANT (no model): line-rate benchmarks only
-}.items():
-    ENGINES.register(_name, _target)
 
-ROUTING_POLICIES: Registry[Any] = Registry("routing policy")
+ROUTING_POLICIES: Registry[Any] = Registry(
+    "routing policy",
+    {
+        "p2c": "schedulers._p2c:PowerOfTwoChoices",
+        "round_robin": "schedulers._round_robin:RoundRobin",
+        "least_loaded": "schedulers._least_loaded:LeastLoaded",
+        "prefix_aware": "schedulers._prefix_aware:PrefixAware",
+    },
+)
 """Policy name → ``schedulers.RoutingPolicy`` subclass."""
-for _name, _target in {
-    "p2c": "schedulers._p2c:PowerOfTwoChoices",
-    "round_robin": "schedulers._round_robin:RoundRobin",
-    "least_loaded": "schedulers._least_loaded:LeastLoaded",
-    "prefix_aware": "schedulers._prefix_aware:PrefixAware",
-}.items():
-    ROUTING_POLICIES.register(_name, _target)
 
-FRAMEWORKS: Registry[Any] = Registry("evaluation framework")
+FRAMEWORKS: Registry[Any] = Registry(
+    "evaluation framework",
+    {
+        "lmeval": "omnieval.adapters._lmeval:LMEvalAdapter",
+        "lmms": "omnieval.adapters._lmms:LMMSEvalAdapter",
+        "vlmeval": "omnieval.adapters._vlmeval:VLMEvalAdapter",
+    },
+)
 """Framework name → ``omnieval.adapters.FrameworkAdapter`` subclass (``builtin`` is omnieval's own benchmarks)."""
-for _name, _target in {
-    "lmeval": "omnieval.adapters._lmeval:LMEvalAdapter",
-    "lmms": "omnieval.adapters._lmms:LMMSEvalAdapter",
-    "vlmeval": "omnieval.adapters._vlmeval:VLMEvalAdapter",
-}.items():
-    FRAMEWORKS.register(_name, _target)
-del _name, _target
 
 
 @dataclass(frozen=True)

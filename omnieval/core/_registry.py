@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -36,12 +36,14 @@ def import_target(target: str) -> Any:
 class Registry(Generic[T]):
     """Thread-safe name → object registry with lazy ``"module:object"`` targets."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, entries: Mapping[str, str | T] | None = None) -> None:
         self.kind = kind
         self._targets: dict[str, str | T] = {}
         self._resolved: dict[str, T] = {}
         """Imported objects, cached apart so ``target`` keeps the ``"module:object"`` string a Ray worker resolves."""
         self._lock = threading.RLock()
+        for name, target in (entries or {}).items():
+            self.register(name, target)
 
     def register(self, name: str, target: str | T, *, replace: bool = False) -> None:
         with self._lock:

@@ -11,16 +11,16 @@ from typing import Any
 from omnieval.core import Registry
 from omnieval.metrics._base import Metric
 
-METRICS: Registry[type[Metric]] = Registry("metric")
-for _name, _target in {
-    "exact_match": "omnieval.metrics._exact_match:ExactMatch",
-    "anls": "omnieval.metrics._anls:ANLS",
-    "wer": "omnieval.metrics._wer:WER",
-    "bleu": "omnieval.metrics._bleu:BLEU",
-    "chrf": "omnieval.metrics._chrf:CHRF",
-}.items():
-    METRICS.register(_name, _target)
-del _name, _target
+METRICS: Registry[type[Metric]] = Registry(
+    "metric",
+    {
+        "exact_match": "omnieval.metrics._exact_match:ExactMatch",
+        "anls": "omnieval.metrics._anls:ANLS",
+        "wer": "omnieval.metrics._wer:WER",
+        "bleu": "omnieval.metrics._bleu:BLEU",
+        "chrf": "omnieval.metrics._chrf:CHRF",
+    },
+)
 
 
 def make_metric(name: str, **settings: Any) -> Metric:

@@ -14,17 +14,17 @@ from omnieval.core import Record, Registry
 
 Postprocessor: TypeAlias = Callable[[str, Record | None], str | None]
 
-POSTPROCESSORS: Registry[Postprocessor] = Registry("postprocessor")
-for _name, _target in {
-    "identity": "omnieval.postprocess._basic:identity",
-    "strip": "omnieval.postprocess._basic:strip",
-    "first_line": "omnieval.postprocess._basic:first_line",
-    "mc_letter": "omnieval.postprocess._mc:mc_letter",
-    "number": "omnieval.postprocess._number:number",
-    "asr_normalize": "omnieval.postprocess._asr:asr_normalize",
-}.items():
-    POSTPROCESSORS.register(_name, _target)
-del _name, _target
+POSTPROCESSORS: Registry[Postprocessor] = Registry(
+    "postprocessor",
+    {
+        "identity": "omnieval.postprocess._basic:identity",
+        "strip": "omnieval.postprocess._basic:strip",
+        "first_line": "omnieval.postprocess._basic:first_line",
+        "mc_letter": "omnieval.postprocess._mc:mc_letter",
+        "number": "omnieval.postprocess._number:number",
+        "asr_normalize": "omnieval.postprocess._asr:asr_normalize",
+    },
+)
 
 
 def get_postprocessor(name: str) -> Postprocessor:
