@@ -382,6 +382,9 @@ class PoolConfig(_Config):
 class VerifierConfig(_Config):
     enabled: bool = True
     """Score every benchmark with the verifier."""
+    mode: Literal["stream", "after"] = "stream"
+    """``stream``: the judge starts with the run and judges each chunk as inference returns it (adds only the
+    tail after the last chunk); ``after``: one verifier phase after inference and scoring (the old behaviour)."""
     model: ModelSource = Field(
         default_factory=lambda: HubModelSource(repo_id="naver-ai/OmniEval-Verifier-GGUF", filename="*Q8_0.gguf")
     )
