@@ -3,6 +3,8 @@
 * ``run_verifier`` judges every Record's (question, reference, raw prediction) with a GGUF judge on CPU
   ``VerifierWorker`` actors (one llama.cpp process per NUMA node, cgroup CPU quota respected) and stores the
   verdict in the Record; ``verifier_rows`` turns verdicts into one ``verifier`` ScoreRow on [0, 100] per benchmark.
+* ``VerifierStream`` runs the same judge beside inference: the runner submits each finished chunk, so only the
+  tail after the last chunk is added to the run (``verifier.mode: stream``, the default).
 * ``make_pool_judge`` makes a pool model a ``JudgeFn`` (the judge is just another pool member).
 * ``evaluate_labelled`` measures a judge's accuracy on the labelled set shipped in ``data/``.
 """
@@ -14,6 +16,7 @@ from omnieval.verifier._judge import JudgeFn, PoolJudge, make_pool_judge
 from omnieval.verifier._labelled import LABELLED_PATH, confusion, evaluate_labelled, load_labelled
 from omnieval.verifier._parse import ParsedVerdict, parse_rating
 from omnieval.verifier._prompt import VERIFIER_PROMPT, Triple, build_prompt, record_triple, reference_text
+from omnieval.verifier._stream import VerifierStream, apply_verdict, judge_records, stream_slim
 from omnieval.verifier._verify import (
     Verdict,
     VerifierPool,
@@ -32,11 +35,14 @@ __all__ = [
     "Triple",
     "Verdict",
     "VerifierPool",
+    "VerifierStream",
     "WorkerSlot",
+    "apply_verdict",
     "build_prompt",
     "cgroup_cpu_limit",
     "confusion",
     "evaluate_labelled",
+    "judge_records",
     "judge_triples",
     "judge_with_retries",
     "load_labelled",
@@ -48,5 +54,6 @@ __all__ = [
     "record_triple",
     "reference_text",
     "run_verifier",
+    "stream_slim",
     "verifier_rows",
 ]
