@@ -234,8 +234,9 @@ def run_suite(
     manifest.hostnames = cluster_hostnames() or [socket.gethostname()]
     controller = get_controller(suite.pool.health_check_period_s)
     timings: dict[str, float] = {}
+    stream = _start_verifier_stream(suite)
     try:
-        fw_results, tally = _execute(plan, controller, timings, show_progress)
+        fw_results, tally = _execute(plan, controller, timings, show_progress, stream)
         w = max(timings["inference_s"], 1e-9)
         inferred = tally.answered - tally.cache_hits
         manifest.throughput = {
@@ -247,8 +248,10 @@ def run_suite(
             "live_tokens_per_s": tally.tokens / w if tally.answered else 0.0,
         }
         manifest.models = _model_provenance(suite, ray.get(controller.replicas.remote()))
-        _finalize(plan, controller, fw_results, timings)
+        _finalize(plan, controller, fw_results, timings, stream)
     except BaseException as e:
+        if stream is not None:
+            stream.close()
         manifest.status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         manifest.error = f"{type(e).__name__}: {e}"
         write_manifest(run_dir, manifest)
@@ -266,10 +269,21 @@ def run_suite(
     return RunResult(run_dir=run_dir, manifest=manifest)
 
 
+def _start_verifier_stream(suite: SuiteConfig) -> Any:
+    """The streaming verifier (``verifier.mode: stream``), its judge starting beside the pool; None otherwise."""
+    v = suite.verifier
+    if v is None or not v.enabled or v.mode != "stream":
+        return None
+    from omnieval.verifier import VerifierStream
+
+    return VerifierStream(v).start()
+
+
 def _execute(
-    plan: RunPlan, controller: Any, timings: dict[str, float], show_progress: bool | None
+    plan: RunPlan, controller: Any, timings: dict[str, float], show_progress: bool | None, stream: Any = None
 ) -> tuple[list[Any], _Tally]:
-    """Pool up, then every Record not yet in the checkpoint streams through the client actors into it."""
+    """Pool up, then every Record not yet in the checkpoint streams through the client actors into it (and into
+    the streaming verifier, when on)."""
     from pool import ChunkResult, EvalClient, decode_records
 
     suite, run_dir, specs = plan.suite, plan.run_dir, plan.specs
@@ -319,8 +333,12 @@ def _execute(
                 ckpt.write_lines(res.lines)  # persisted before scoring: a crash after this loses nothing
                 progress.advance_counts(res.counts, tokens=res.output_tokens)
                 tally.add_counts(res)
+                recs = None
                 if any(b in seq_specs for _, b in res.counts):  # later turns need these answers
-                    seq_done.update((r.key, r) for r in decode_records(res.lines))
+                    recs = decode_records(res.lines)
+                    seq_done.update((r.key, r) for r in recs)
+                if stream is not None:  # queued for the judge, which works while inference goes on
+                    stream.submit(recs if recs is not None else decode_records(res.lines))
 
             first = itertools.chain(rest, _fill_history(waves[0], seq_done) if waves else [])
             _dispatch_all(suite, clients, first, sink, inflight)
@@ -332,17 +350,44 @@ def _execute(
     for res in fw_results:  # framework tasks count too
         tally.add_counts(ChunkResult.of(res.records))
     timings["inference_s"] = time.monotonic() - t0
+    if stream is not None:
+        stream.mark_inference_done()
     return fw_results, tally
 
 
-def _finalize(plan: RunPlan, controller: Any, fw_results: list[Any], timings: dict[str, float]) -> None:
+def _finalize(
+    plan: RunPlan, controller: Any, fw_results: list[Any], timings: dict[str, float], stream: Any = None
+) -> None:
     """Stream the checkpoint once: each Record is postprocessed, scored and written to ``records.parquet``; only
-    judge-scored benchmarks (and every Record when the verifier runs, which needs them together) are kept."""
+    judge-scored benchmarks (and, with ``verifier.mode: after``, every Record, which that phase needs together) are
+    kept. A streaming verifier first judges what it has not seen (a resumed run's checkpoint, framework Records);
+    its verdicts are applied as Records are written."""
     from omnieval._scoring import BenchmarkScorer, score_judged
 
     suite, specs, manifest = plan.suite, plan.specs, plan.manifest
     engines = {m.name: m.engine for m in suite.models}
-    verifier = suite.verifier is not None and suite.verifier.enabled
+    after = suite.verifier is not None and suite.verifier.enabled and stream is None
+    fw_records = [r for res in fw_results for r in res.records]
+    if stream is not None:
+        batch: list[Record] = []
+        for r in iter_checkpoint(plan.run_dir):  # already judged ones are skipped by key and output digest
+            batch.append(r)
+            if len(batch) >= 256:
+                stream.submit(batch)
+                batch = []
+        stream.submit(batch + fw_records)
+        stream.finish()
+        timings.update(stream.timings())
+    slim: list[Record] = []  # what verifier_rows reads, not the Records
+
+    def emit(r: Record) -> None:
+        if stream is not None:
+            from omnieval.verifier import stream_slim
+
+            stream.apply(r)
+            slim.append(stream_slim(r))
+        writer.add(r)
+
     t0 = time.monotonic()
     scorers: dict[tuple[str, str], BenchmarkScorer] = {}
     kept: list[Record] = []
@@ -358,7 +403,7 @@ def _finalize(plan: RunPlan, controller: Any, fw_results: list[Any], timings: di
             if sc is None:
                 sc = scorers[key] = BenchmarkScorer(spec, model=r.model, engine=engines[r.model])
             sc.add(r)
-            (kept.append if verifier else writer.add)(r)
+            (kept.append if after else emit)(r)
         rows: dict[tuple[str, str], list[ScoreRow]] = {k: sc.rows() for k, sc in scorers.items()}
         for (model, bench), recs in group([r for r in kept if specs[r.benchmark].judge_module]).items():
             cfg = _cfg(suite, bench)
@@ -371,22 +416,28 @@ def _finalize(plan: RunPlan, controller: Any, fw_results: list[Any], timings: di
         manifest.scores = [s for k in sorted(rows, key=lambda k: (order[k[1]], models[k[0]])) for s in rows[k]]
         manifest.scores += [s for res in fw_results for s in res.scores]
         timings["scoring_s"] = time.monotonic() - t0
-        fw_records = [r for res in fw_results for r in res.records]
-        if verifier:
-            from omnieval.verifier import run_verifier, verifier_rows
+        final = kept + fw_records  # judged Records and framework Records (every Record in mode "after")
+        if after:
+            from omnieval.verifier import run_verifier
 
             t0 = time.monotonic()
-            final = kept + fw_records
             run_verifier(final, suite.verifier)  # type: ignore[arg-type]
-            for model in sorted({r.model for r in final}, key=lambda m: models[m]):
-                manifest.scores += verifier_rows(
-                    [r for r in final if r.model == model], engine=engines[model], specs=specs
-                )
             timings["verifier_s"] = time.monotonic() - t0
+            timings["verifier_tail_s"] = timings["verifier_s"]  # the whole phase comes after inference
+            for r in final:
+                writer.add(r)
+            verified = final
         else:
-            final = kept + fw_records  # judged Records, framework Records
-        for r in final:
-            writer.add(r)
+            for r in final:
+                emit(r)
+            verified = slim
+        if after or stream is not None:
+            from omnieval.verifier import verifier_rows
+
+            for model in sorted({r.model for r in verified}, key=lambda m: models[m]):
+                manifest.scores += verifier_rows(
+                    [r for r in verified if r.model == model], engine=engines[model], specs=specs
+                )
         writer.close()
     except BaseException:
         writer.abort()
