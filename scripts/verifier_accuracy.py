@@ -3,6 +3,7 @@
     .venv/bin/python scripts/verifier_accuracy.py                       # offline default: SmolLM2-135M (weak)
     .venv/bin/python scripts/verifier_accuracy.py --model qwen          # Qwen2.5-Coder-0.5B (scripts/fetch_qwen_judge.py)
     .venv/bin/python scripts/verifier_accuracy.py --model /path/x.gguf --threads 2 --parallel 4 --out result.json
+    .venv/bin/python scripts/verifier_accuracy.py --model qwen --split all   # every row (default: heldout only)
 
 Prints accuracy, confusion counts and time; ``--out`` also writes the per-item verdicts as JSON.
 """
@@ -39,6 +40,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="verifier accuracy on the shipped labelled set")
     ap.add_argument("--model", default="smollm2", help="smollm2 | qwen | path to a GGUF")
     ap.add_argument("--data", default=str(LABELLED_PATH))
+    ap.add_argument(
+        "--split",
+        default="heldout",
+        choices=["heldout", "train", "all"],
+        help="which rows to judge (default heldout: the split that tuning never sees)",
+    )
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None)
@@ -59,7 +66,8 @@ def main() -> None:
             model=_source(args.model), workers=args.workers, threads=args.threads, parallel=args.parallel,
             max_tokens=args.max_tokens, max_retries=args.max_retries,
         )  # fmt: skip
-        res = evaluate_labelled(cfg, path=args.data, limit=args.limit)
+        split = None if args.split == "all" else args.split
+        res = evaluate_labelled(cfg, path=args.data, limit=args.limit, split=split)
     finally:
         ray.shutdown()
     summary = {k: v for k, v in res.items() if k != "items"}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from omnieval.verifier._cpu import WorkerSlot, cgroup_cpu_limit, numa_nodes, parse_cpulist, plan_workers
 from omnieval.verifier._judge import JudgeFn, PoolJudge, make_pool_judge
-from omnieval.verifier._labelled import LABELLED_PATH, confusion, evaluate_labelled, load_labelled
+from omnieval.verifier._labelled import LABELLED_PATH, baselines, confusion, evaluate_labelled, load_labelled
 from omnieval.verifier._parse import ParsedVerdict, parse_rating
 from omnieval.verifier._prompt import VERIFIER_PROMPT, Triple, build_prompt, record_triple, reference_text
 from omnieval.verifier._stream import VerifierStream, apply_verdict, judge_records, stream_slim
@@ -38,6 +38,7 @@ __all__ = [
     "VerifierStream",
     "WorkerSlot",
     "apply_verdict",
+    "baselines",
     "build_prompt",
     "cgroup_cpu_limit",
     "confusion",

@@ -15,19 +15,57 @@ from omnieval.core import VerifierConfig
 from omnieval.verifier._prompt import Triple
 
 LABELLED_PATH = Path(__file__).parent / "data" / "labelled.jsonl"
-FIELDS = ("id", "benchmark", "question", "reference", "prediction", "label", "note")
+FIELDS = ("id", "task_type", "modality", "benchmark", "source", "group", "question", "reference", "prediction",
+          "label", "note", "split", "rule_verdict")  # fmt: skip
+TASK_TYPES = ("mc", "math", "open_qa", "short_answer", "open_answer", "asr", "st")
+MODALITIES = ("text", "image", "audio", "video")
+SPLITS = ("train", "heldout")
 
 
-def load_labelled(path: str | Path = LABELLED_PATH, limit: int | None = None) -> list[dict[str, Any]]:
+def _row_problem(row: Any) -> str | None:
+    """What is wrong with one labelled row, or None when it is valid."""
+    if not isinstance(row, dict):
+        return f"not a JSON object but {type(row).__name__}"
+    missing = [f for f in FIELDS if f not in row]
+    if missing:
+        return f"missing field(s) {', '.join(missing)}"
+    for key, allowed in (("task_type", TASK_TYPES), ("modality", MODALITIES), ("split", SPLITS)):
+        if row[key] not in allowed:
+            return f"{key} {row[key]!r} is not one of {', '.join(allowed)}"
+    for key in ("label", "rule_verdict"):
+        if row[key] not in (0, 1) or isinstance(row[key], bool):
+            return f"{key} {row[key]!r} is not 0 or 1"
+    if not str(row["source"]).startswith(("real:", "constructed:")):
+        return f"source {row['source']!r} is not real:<model> or constructed:<transform>"
+    for key in ("id", "group", "question", "reference", "note"):
+        if not isinstance(row[key], str) or not row[key].strip():
+            return f"{key} is empty or not a string"
+    if not isinstance(row["prediction"], str):
+        return "prediction is not a string"
+    return None
+
+
+def load_labelled(
+    path: str | Path = LABELLED_PATH, limit: int | None = None, split: str | None = None
+) -> list[dict[str, Any]]:
+    """The labelled rows of ``path`` (``split`` = ``"train"`` or ``"heldout"`` keeps that split only; ``limit`` then
+    keeps the first rows). A malformed row raises ValueError naming the file, the line and what is wrong."""
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"split {split!r} is not one of {', '.join(SPLITS)} (or None for all rows)")
     items = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
-        row = json.loads(line)
-        missing = [f for f in FIELDS if f not in row]
-        if missing or row["label"] not in (0, 1):
-            raise ValueError(f"{path}:{n}: bad labelled row (missing {missing} or label not 0/1)")
-        items.append(row)
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+        problem = _row_problem(row)
+        if problem:
+            raise ValueError(f"{path}:{n}: bad labelled row {row.get('id', '?') if isinstance(row, dict) else ''}: "
+                             f"{problem}")  # fmt: skip
+        if split is None or row["split"] == split:
+            items.append(row)
     return items[:limit] if limit is not None else items
 
 
@@ -54,19 +92,31 @@ def confusion(labels: list[int], ratings: list[int | None]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def baselines(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Accuracy and balanced accuracy of two judges that need no model: ``always_correct`` (rates everything 1) and
+    ``rule_verdict`` (the benchmark's own rule-based metric, stored per row), with ``items``' labels as truth."""
+    labels = [it["label"] for it in items]
+    out = {}
+    for name, ratings in (("always_correct", [1] * len(items)), ("rule_verdict", [it["rule_verdict"] for it in items])):
+        c = confusion(labels, ratings)
+        out[name] = {k: c[k] for k in ("n", "accuracy", "balanced_accuracy", "tp", "tn", "fp", "fn")}
+    return out
+
+
 def evaluate_labelled(cfg: VerifierConfig, *, path: str | Path = LABELLED_PATH, limit: int | None = None,
-                      pin: bool = True) -> dict[str, Any]:  # fmt: skip
+                      pin: bool = True, split: str | None = "heldout") -> dict[str, Any]:  # fmt: skip
     """Judge every labelled item with ``cfg``'s model; confusion counts, accuracy, time and per-item verdicts."""
     from omnieval.verifier._verify import judge_triples
 
-    items = load_labelled(path, limit)
+    items = load_labelled(path, limit, split)
     triples = [Triple(it["question"], it["reference"], it["prediction"]) for it in items]
     t0 = time.monotonic()
     verdicts = judge_triples(triples, cfg, pin=pin)
     seconds = time.monotonic() - t0
     result = confusion([it["label"] for it in items], [v.rating for v in verdicts])
     result.update(
-        model=cfg.model.model_dump(mode="json"), seconds=round(seconds, 1),
+        model=cfg.model.model_dump(mode="json"), seconds=round(seconds, 1), split=split,
+        baselines=baselines(items),
         attempts=sum(v.attempts for v in verdicts),
         items=[{"id": it["id"], "label": it["label"], **v.as_meta()} for it, v in zip(items, verdicts, strict=True)],
     )  # fmt: skip
