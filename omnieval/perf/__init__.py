@@ -1,4 +1,5 @@
-"""``omnieval bench``: federated vs per-process, pool vs engine ceiling, streaming memory, SIMULATED scale study.
+"""``omnieval bench``: federated vs per-process, pool vs engine ceiling, streaming memory, SIMULATED scale study,
+verifier overhead (streaming vs a phase after inference).
 
 Subcommands write ``<out>/<name>.json`` (and a PNG when matplotlib is installed) and print a summary; see
 docs/bench.md for how each is measured and docs/scale-study.md for the simulated study.
@@ -64,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     sc.add_argument("--rpc-ms", type=float, default=2.0, help="one-way client-replica hop (from `bench pool`)")
     sc.add_argument("--seed", type=int, default=0)
     common(sc)
+    v = sub.add_parser("verifier-overhead", help="suite wall with the verifier off / streaming / as a phase after")
+    v.add_argument("--suite", default="examples/quickstart.yaml")
+    v.add_argument("--limit", type=int, default=10, help="samples per benchmark (default 10)")
+    v.add_argument("--repeats", type=int, default=3, help="repeats of all three modes, order alternating")
+    v.add_argument("--judge-max-tokens", type=int, help="judge tokens (default: the suite's or VerifierConfig's)")
+    common(v)
     return p
 
 
@@ -121,7 +128,9 @@ def _cmd_pool(args: argparse.Namespace) -> int:
     print(f"  raw aiohttp c64 {rate('raw_c64')} | pool, external endpoint {rate('pool_external_saturated')} | "
           f"pool, managed replica {rate('pool_managed_saturated')}")  # fmt: skip
     lo, hi = lr["pool_over_raw_paired_range"] or [0.0, 0.0]
-    print(f"  pool/raw {lr['pool_over_raw']:.2f} (per repeat {lo:.2f}-{hi:.2f}); managed/raw {lr['managed_over_raw']:.2f}")
+    print(
+        f"  pool/raw {lr['pool_over_raw']:.2f} (per repeat {lo:.2f}-{hi:.2f}); managed/raw {lr['managed_over_raw']:.2f}"
+    )
     print(f"  concurrency 1: raw p50 {lr['raw_c1']['p50_ms']:.2f} ms, pool p50 {lr['pool_external_c1']['p50_ms']:.2f} ms "
           f"-> added {lr['added_p50_ms_c1']:+.2f} ms")  # fmt: skip
     lo, hi = res["pool_over_ceiling_paired_range"] or [0.0, 0.0]
@@ -178,6 +187,17 @@ def _cmd_scale(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_verifier_overhead(args: argparse.Namespace) -> int:
+    import omnieval.perf._verifier_overhead as vo
+    from omnieval._suite import load_suite
+
+    res = vo.bench_verifier_overhead(load_suite(args.suite), repeats=args.repeats, limit=args.limit,
+                                     judge_max_tokens=args.judge_max_tokens)  # fmt: skip
+    print(vo.table(res["summary"]))
+    _save(args, {"suite": args.suite, **res}, None)
+    return 0
+
+
 def cli_main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(list(argv))
@@ -187,5 +207,6 @@ def cli_main(argv: Sequence[str]) -> int:
         "stream": _cmd_stream,
         "calibrate": _cmd_calibrate,
         "scale": _cmd_scale,
+        "verifier-overhead": _cmd_verifier_overhead,
     }
     return handlers[args.what](args)
