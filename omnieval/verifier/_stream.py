@@ -254,7 +254,18 @@ class VerifierStream:
         finally:
             with self._cv:
                 self._load[w] -= len(prompts)
-        return [text if err is None else RuntimeError(err) for text, err in replies]
+        return _replies(replies)
+
+
+def _replies(replies: Sequence[Any]) -> Sequence[Any]:
+    """A worker's ``generate`` result as ``judge_with_retries`` takes it. ``_verify.worker_replies`` converts the
+    (text, p_correct, error) triples of workers that return probabilities; the plain form is (text, error)."""
+    from omnieval.verifier import _verify
+
+    convert = getattr(_verify, "worker_replies", None)
+    if convert is not None:
+        return list(convert(replies))
+    return [text if err is None else RuntimeError(err) for text, err in replies]
 
 
 def stream_slim(record: Record) -> Record:
