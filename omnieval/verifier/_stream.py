@@ -170,8 +170,8 @@ class VerifierStream:
         return Verdict(None, "", "", 0, self.unavailable or "verifier unavailable")
 
     def _run(self) -> None:
-        pool = VerifierPool(self.cfg, pin=self.pin)
         try:
+            pool = VerifierPool(self.cfg, pin=self.pin)
             pool.__enter__()
         except Exception as e:  # noqa: BLE001 - the verifier never fails the run: every sample records why
             log.error("verifier unavailable: %r", e)

@@ -166,3 +166,14 @@ def test_unavailable_judge_records_why_per_sample(ray_local: None, tmp_path: Any
         assert v is not None and v.rating is None and (v.error or "").startswith("verifier unavailable")
     s.submit([rec(9, "late", "p")])  # after the judge failed, a submit records the reason at once
     assert (s.verdict_for(rec(9, "late", "p")).error or "").startswith("verifier unavailable")  # type: ignore[union-attr]
+
+
+def test_judge_that_cannot_even_be_configured_records_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    def bad_pool(cfg: VerifierConfig, *, pin: bool = True) -> None:
+        raise ValueError("adapter missing")
+
+    monkeypatch.setattr(_stream, "VerifierPool", bad_pool)
+    s = VerifierStream(_cfg()).start()
+    s.submit([rec(0, "q", "p")])
+    (v,) = s.finish().values()
+    assert v.rating is None and v.error == "verifier unavailable: ValueError: adapter missing"
