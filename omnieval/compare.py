@@ -20,13 +20,22 @@ from omnieval._artifacts import RunManifest, read_manifest
 PROMPT_ABBR = {"native": "Sp.", "uniform": "Un."}
 
 
+def score_kind(metric: str) -> str:
+    """``Native`` for a benchmark's own metrics; each verifier score row (``verifier``, ``verifier_prob``, any
+    ``verifier*``) is its own kind, listed beside the native one: ``Verifier``, ``Verifier prob``."""
+    if not metric.startswith("verifier"):
+        return "Native"
+    rest = metric[len("verifier") :].strip("_")
+    return "Verifier" + (f" {rest.replace('_', ' ')}" if rest else "")
+
+
 def comparison(manifests: list[RunManifest]) -> tuple[list[str], list[dict[str, Any]]]:
     """Columns and rows; a row's cells map column → value (missing where a run did not cover it)."""
     cells: dict[tuple[str, str, str], dict[str, float | None]] = defaultdict(dict)
     columns: list[str] = []
     for m in manifests:
         for s in m.scores:
-            kind = "Verifier" if s.metric == "verifier" else "Native"
+            kind = score_kind(s.metric)
             bench, _, variant = s.benchmark.partition("@")
             col = f"{s.framework}·{s.engine} {PROMPT_ABBR[variant or 'native']}"
             if col not in columns:

@@ -37,6 +37,13 @@ class Cell:
     modality: str
     num_samples: int
     num_errors: int
+    verifiers: dict[str, float | None] = field(default_factory=dict)
+    """Every verifier score row of the cell by metric (``verifier``, ``verifier_prob``, ...)."""
+
+
+def is_verifier(metric: str | None) -> bool:
+    """Verifier score rows (``verifier``, ``verifier_prob``, any ``verifier*``): never a benchmark's native metric."""
+    return bool(metric) and str(metric).startswith(VERIFIER)
 
 
 @dataclass
@@ -79,9 +86,9 @@ def _native_metric(m: RunManifest, benchmark: str, names: list[str]) -> str | No
     for b in m.benchmarks:
         if b.name == benchmark:
             for spec in b.metrics:
-                if spec.get("name") in names and spec.get("name") != VERIFIER:
+                if spec.get("name") in names and not is_verifier(spec.get("name")):
                     return str(spec["name"])
-    return next((n for n in names if n != VERIFIER), None)
+    return next((n for n in names if not is_verifier(n)), None)
 
 
 def cells_of(m: RunManifest) -> list[Cell]:
@@ -111,6 +118,7 @@ def cells_of(m: RunManifest) -> list[Cell]:
                 modality=first.modality or (bp.modality if bp else "text"),
                 num_samples=max(r.num_samples for r in rows),
                 num_errors=max(r.num_errors for r in rows),
+                verifiers={k: _num(r.value) for k, r in by_metric.items() if is_verifier(k)},
             )
         )
     return out

@@ -145,12 +145,14 @@
           tr.append(el("td", { class: "gap", "data-benchmark": b.name, title: `${m.name} was not evaluated on ${b.name}`, text: "—" }));
           continue;
         }
+        const extra = Object.entries(c.verifiers || {}).filter(([k]) => k !== "verifier");
         const title = `${c.metric || "verifier"} · run ${c.run_id} · ${c.engine} · ${c.framework} · ${c.num_samples} samples` +
-          (c.num_errors ? ` · ${c.num_errors} errors` : "");
+          (c.num_errors ? ` · ${c.num_errors} errors` : "") + extra.map(([k, v]) => ` · ${k} ${fmt(v)}`).join("");
         const bg = heat(c.verifier != null ? c.verifier : c.value);
         tr.append(el("td", { class: "score", "data-benchmark": b.name, title, style: bg ? `background:${bg}` : null },
           el("span", { class: "native", text: fmt(c.metric ? c.value : c.verifier) }),
           el("span", { class: "ver", text: "✓ " + fmt(c.verifier) }),
+          ...extra.map(([k, v]) => el("span", { class: "ver ver-extra", "data-metric": k, text: `${k.replace(/^verifier_?/, "")} ${fmt(v)}` })),
           c.num_errors ? el("span", { class: "err", text: `⚠ ${c.num_errors} err` }) : null));
       }
       body.append(tr);

@@ -167,3 +167,14 @@ def test_compare_aligns_by_index(runs_dir: Path) -> None:
     p0 = res["pairs"][0]
     # alpha is right on odd indices, beta on even ones
     assert p0["a"]["metrics"]["accuracy"] == 0.0 and p0["b"]["metrics"]["accuracy"] == 1.0
+
+
+def test_every_verifier_score_in_the_cell_never_as_native(tmp_path: Path) -> None:
+    from omnieval._artifacts import RunManifest, ScoreRow
+    from omnieval.dashboard._index import cells_of
+
+    rows = [ScoreRow(model="m", benchmark="b", metric=k, value=v, num_samples=4)
+            for k, v in (("verifier_prob", 61.5), ("verifier", 75.0), ("exact_match", 50.0))]  # fmt: skip
+    (cell,) = cells_of(RunManifest(run_id="r", suite_name="s", created="t", config={}, scores=rows))
+    assert (cell.metric, cell.value, cell.verifier) == ("exact_match", 50.0, 75.0)
+    assert cell.verifiers == {"verifier_prob": 61.5, "verifier": 75.0}
