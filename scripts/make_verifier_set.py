@@ -255,13 +255,6 @@ def _(q, rng):
     return f"The options are:\n{opts}", "lists every option without choosing"
 
 
-@transform("mc", 0, "right_text_wrong_letter")
-def _(q, rng):
-    return f"{_other_letter(q, rng)}. {_letter_text(q, q.label)}", (
-        "wrong letter with the right option's text: contradictory, counted wrong"
-    )
-
-
 # math -------------------------------------------------------------------------------------------------------------
 def _num(q: Question) -> int | None:
     try:
@@ -371,7 +364,8 @@ def _distractor(q: Question, rng: random.Random) -> str | None:
         return rng.choice(sorted(cls - {q.label})) if cls else None
     mine = {a.lower() for a in _aliases(q)}
     pool = [a for o in questions() if o.benchmark == q.benchmark and o.index != q.index for a in _aliases(o)]
-    pool = [a for a in pool if a.lower() not in mine]
+    # Not one that contains or is contained in a reference alias ("53" for "53-member main roster" would be right).
+    pool = [a for a in pool if not any(a.lower() in m or m in a.lower() for m in mine)]
     return rng.choice(pool) if pool else None
 
 
