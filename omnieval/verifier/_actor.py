@@ -46,6 +46,12 @@ class WorkerSpec(BaseModel):
     """Time allowed for llama-server to load the model."""
     pin: bool = True
     """Pin to the NUMA node (off only for tests that run several workers on one node)."""
+    lora: str | None = None
+    """LoRA adapter GGUF applied by llama-server (``--lora``)."""
+    grammar: str | None = None
+    """GBNF every reply must match (None = free text)."""
+    top_logprobs: int | None = None
+    """Token alternatives to request, for the verdict probability (None = none)."""
 
 
 def pin_process(cpus: list[int]) -> bool:
@@ -85,11 +91,13 @@ class VerifierWorker:
         slots = plan_workers(s.num_workers, threads=s.threads)
         slot = slots[s.worker_index % len(slots)]
         pinned = pin_process(slot.cpus) if s.pin else False
-        engine, kwargs = "openai", {"slots": s.parallel, "timeout_s": s.request_timeout_s}
+        kwargs: dict[str, Any] = {"slots": s.parallel, "timeout_s": s.request_timeout_s}
+        engine = "openai"
         if s.source.kind != "endpoint":
             engine, kwargs = "llamacpp", {"parallel": s.parallel, "ctx_per_slot": s.ctx_per_slot,
                                           "threads": slot.threads, "timeout_s": s.request_timeout_s,
-                                          "startup_timeout_s": s.startup_timeout_s}  # fmt: skip
+                                          "startup_timeout_s": s.startup_timeout_s,
+                                          "extra_args": ["--lora", s.lora] if s.lora else []}  # fmt: skip
         self.engine, path = await asyncio.to_thread(  # resolving the source may fetch the weights
             build_engine, engine, replica_id=f"verifier-{s.worker_index}", model="verifier", source=s.source,
             engine_kwargs=kwargs,
@@ -100,12 +108,15 @@ class VerifierWorker:
             "worker": s.worker_index, "host": socket.gethostname(), "numa_node": slot.numa_node,
             "cpus": slot.cpus if pinned else None, "threads": slot.threads, "parallel": s.parallel,
             "model_path": str(path) if path else None, "pid": getattr(self.engine, "pid", None),
-            "engine_version": self.engine.version(),
+            "engine_version": self.engine.version(), "lora": s.lora, "constrained": s.grammar is not None,
         }  # fmt: skip
         log.info("verifier worker %s", self.info)
         return self.info
 
-    async def _one(self, i: int, prompt: str, options: GenerationOptions) -> tuple[str | None, str | None]:
+    async def _one(
+        self, i: int, prompt: str, options: GenerationOptions
+    ) -> tuple[str | None, float | None, str | None]:
+        from omnieval.verifier._parse import verdict_probability
         from serving import GenerationRequest
 
         assert self._sem is not None, "start() first"
@@ -113,16 +124,20 @@ class VerifierWorker:
             request_id=f"verifier/{self.spec.worker_index}/{i}",
             messages=[{"role": "user", "content": prompt}],
             options=options,
+            grammar=self.spec.grammar,
+            top_logprobs=self.spec.top_logprobs,
         )
         async with self._sem:
             try:
                 res = await self.engine.generate(req)
             except Exception as e:  # noqa: BLE001 - a failed request is one failed attempt for this prompt
-                return None, f"{type(e).__name__}: {e}"[:500]
-        return res.text, None
+                return None, None, f"{type(e).__name__}: {e}"[:500]
+        return res.text, verdict_probability(res.logprobs), None
 
-    async def generate(self, prompts: list[str], options: dict[str, Any]) -> list[tuple[str | None, str | None]]:
-        """(raw text, None) or (None, error) per prompt, in order."""
+    async def generate(
+        self, prompts: list[str], options: dict[str, Any]
+    ) -> list[tuple[str | None, float | None, str | None]]:
+        """(raw text, P(correct) or None, None) or (None, None, error) per prompt, in order."""
         opts = GenerationOptions.model_validate(options)
         return list(await asyncio.gather(*(self._one(i, p, opts) for i, p in enumerate(prompts))))
 

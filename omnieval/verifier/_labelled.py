@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def load_labelled(
     return items[:limit] if limit is not None else items
 
 
-def confusion(labels: list[int], ratings: list[int | None]) -> dict[str, Any]:
+def confusion(labels: Sequence[int], ratings: Sequence[int | None]) -> dict[str, Any]:
     """Counts with label as truth: tp = both 1, tn = both 0, fp = judged 1 on a wrong answer, fn the reverse."""
     c = {"tp": 0, "tn": 0, "fp": 0, "fn": 0, "errors": 0}
     for y, r in zip(labels, ratings, strict=True):

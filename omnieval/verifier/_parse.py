@@ -12,8 +12,11 @@ the verdict at the end, and a model that reconsiders writes its final answer las
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 _WRAP = r"[\s*_`\"'\[\(<{]*"
 _RATING = re.compile(
@@ -45,3 +48,26 @@ def parse_rating(text: str | None) -> ParsedVerdict:
     before = text[: last.start()].rstrip(" \t*_#`>-\n")
     rationale = _EXPLANATION.sub("", before.strip(), count=1).strip()
     return ParsedVerdict(int(last.group(1)), rationale)
+
+
+def verdict_probability(tokens: Sequence[Any] | None) -> float | None:
+    """P(rating = 1) at the verdict token: ``p1 / (p0 + p1)`` over the alternatives the engine reported there.
+
+    ``tokens`` are the reply's ``TokenLogprob`` s (anything with ``.token`` and ``.top``); the verdict is the last
+    token that is a bare ``0``/``1`` (a leading space is the same digit). Alternatives are taken before the grammar
+    constrains sampling, so both digits are normally among them; one missing counts as probability 0, both missing
+    (the engine returned no alternatives) gives None. The verifier score can then be the mean probability, which
+    separates a confident judge from a coin flip, beside the mean verdict.
+    """
+    if not tokens:
+        return None
+    for t in reversed(tokens):
+        if t.token.strip() in ("0", "1"):
+            p = {"0": 0.0, "1": 0.0}
+            for tok, lp in t.top.items():
+                d = tok.strip()
+                if d in p:
+                    p[d] += math.exp(lp)
+            total = p["0"] + p["1"]
+            return None if total <= 0.0 else p["1"] / total
+    return None

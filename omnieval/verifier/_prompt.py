@@ -44,6 +44,31 @@ Rating: <digit>
 where <digit> is 1 if the model's final answer is correct and 0 if it is not."""
 
 
+VERDICT_PROMPT = """\
+Question:
+{question}
+
+Reference answer:
+{reference}
+
+Model answer:
+{prediction}
+
+Is the model's final answer correct?"""
+"""The compact prompt of a judge trained for it (the shipped SmolLM2 adapter, ``scripts/train_verifier.py``): no
+rubric, and the reply is the verdict alone. A fine-tuned judge learns the rules from its data, and a short prompt
+keeps both its training and its judging cheap on a CPU."""
+
+RUBRIC_GRAMMAR = 'root ::= "Explanation: " [^\\n]{1,400} "\\n" "Rating: " [01]'
+"""GBNF: one explanation line, then the verdict; the judge cannot reply in any other shape (issue 16 item 2)."""
+VERDICT_GRAMMAR = 'root ::= "Rating: " [01]'
+"""GBNF for the verdict-only reply."""
+
+PROMPT_STYLES: dict[str, tuple[str, str]] = {"rubric": (VERIFIER_PROMPT, RUBRIC_GRAMMAR),
+                                             "verdict": (VERDICT_PROMPT, VERDICT_GRAMMAR)}  # fmt: skip
+"""style -> (prompt template, grammar that constrains the reply)."""
+
+
 @dataclass(frozen=True)
 class Triple:
     question: str
@@ -63,10 +88,28 @@ def clip(text: str, limit: int, head_ratio: float = 0.3) -> str:
     return f"{text[:head]}\n[... {len(text) - limit} characters omitted ...]\n{text[-tail:]}"
 
 
+STYLE_LIMITS: dict[str, tuple[int, int, int]] = {"rubric": (1500, 600, 3000), "verdict": (800, 300, 600)}
+"""style -> character limits of (question, reference, prediction). The compact prompt is clipped harder: its judge
+is a 135M model trained on prompts of this size, and the tail of a prediction (its final answer) is what it reads."""
+
+
 def build_prompt(
-    t: Triple, *, max_question_chars: int = 1500, max_reference_chars: int = 600, max_prediction_chars: int = 3000
+    t: Triple,
+    *,
+    max_question_chars: int | None = None,
+    max_reference_chars: int | None = None,
+    max_prediction_chars: int = 3000,
+    style: str = "rubric",
 ) -> str:
-    return VERIFIER_PROMPT.format(
+    """The judge prompt for ``t`` in ``style`` (``rubric`` or ``verdict``, see ``PROMPT_STYLES``); limits default to
+    the style's (``STYLE_LIMITS``), the prediction's is also capped by ``max_prediction_chars``."""
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"unknown verifier prompt style {style!r}; expected one of {sorted(PROMPT_STYLES)}")
+    q_lim, r_lim, p_lim = STYLE_LIMITS[style]
+    max_question_chars = max_question_chars or q_lim
+    max_reference_chars = max_reference_chars or r_lim
+    max_prediction_chars = min(max_prediction_chars, p_lim)
+    return PROMPT_STYLES[style][0].format(
         question=clip(t.question.strip(), max_question_chars, 0.5),
         reference=clip(t.reference.strip(), max_reference_chars, 0.5),
         prediction=clip(t.prediction.strip(), max_prediction_chars, 0.3) or "(empty)",

@@ -28,8 +28,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from omnieval.core import Record, VerifierConfig
-from omnieval.verifier._prompt import build_prompt, record_triple
-from omnieval.verifier._verify import Verdict, VerifierPool, attempt_options, judge_with_retries
+from omnieval.verifier._judges import ResolvedJudge, resolve_judge
+from omnieval.verifier._prompt import record_triple
+from omnieval.verifier._verify import (
+    JudgeReply,
+    Verdict,
+    VerifierPool,
+    apply_verdict,
+    attempt_options,
+    judge_prompt,
+    judge_with_retries,
+    worker_replies,
+)
 
 log = logging.getLogger("omnieval.verifier")
 
@@ -39,15 +49,6 @@ Key = tuple[tuple[str, str, int], str]
 
 def _digest(prompt: str) -> str:
     return hashlib.blake2b(prompt.encode(), digest_size=8).hexdigest()
-
-
-def apply_verdict(record: Record, verdict: Verdict) -> None:
-    """Store a verdict as the phase verifier does: ``meta['verifier']`` always, ``metrics['verifier']`` if rated."""
-    record.meta["verifier"] = verdict.as_meta()
-    if verdict.rating is None:
-        record.metrics.pop("verifier", None)
-    else:
-        record.metrics["verifier"] = float(verdict.rating)
 
 
 class VerifierStream:
@@ -82,6 +83,12 @@ class VerifierStream:
         self._pool: VerifierPool | None = None
         self._load: dict[int, int] = {}
         self._thread: threading.Thread | None = None
+        self.judge: ResolvedJudge | None = None
+        try:
+            self.judge = resolve_judge(cfg)
+        except Exception as e:  # noqa: BLE001 - e.g. the adapter is missing: every sample records why
+            log.error("verifier unavailable: %r", e)
+            self.unavailable = f"verifier unavailable: {type(e).__name__}: {e}"[:500]
 
     # --- producer side (runner thread) ---
 
@@ -98,7 +105,7 @@ class VerifierStream:
             t = record_triple(r)
             if t is None:
                 continue
-            prompt = build_prompt(t, max_prediction_chars=self.cfg.max_prediction_chars)
+            prompt = self._prompt(t)
             items.append(((r.key, _digest(prompt)), prompt))
         n = 0
         with self._cv:
@@ -142,9 +149,12 @@ class VerifierStream:
         t = record_triple(record)
         if t is None:
             return None
-        key = (record.key, _digest(build_prompt(t, max_prediction_chars=self.cfg.max_prediction_chars)))
+        key = (record.key, _digest(self._prompt(t)))
         v = self.verdicts.get(key)
         return v if v is not None else Verdict(None, "", "", 0, "not judged: submitted after the verifier finished")
+
+    def _prompt(self, t: Any) -> str:
+        return judge_prompt(t, self.cfg, self.judge) if self.judge is not None else f"{t}"
 
     def apply(self, record: Record) -> None:
         v = self.verdict_for(record)
@@ -171,6 +181,8 @@ class VerifierStream:
 
     def _run(self) -> None:
         try:
+            if self.unavailable is not None:
+                raise RuntimeError(self.unavailable)
             pool = VerifierPool(self.cfg, pin=self.pin)
             pool.__enter__()
         except Exception as e:  # noqa: BLE001 - the verifier never fails the run: every sample records why
@@ -214,7 +226,8 @@ class VerifierStream:
 
     def _judge_batch(self, batch: list[tuple[Key, str]]) -> None:
         try:
-            verdicts = judge_with_retries([p for _, p in batch], self._generate, max_retries=self.cfg.max_retries)
+            verdicts = judge_with_retries([p for _, p in batch], self._generate, max_retries=self.cfg.max_retries,
+                                          threshold=self.judge.threshold if self.judge else None)  # fmt: skip
         except Exception as e:  # noqa: BLE001 - never lose a batch silently: each sample records why
             verdicts = [Verdict(None, "", "", 1, f"verifier failed: {type(e).__name__}: {e}"[:500]) for _ in batch]
         now = time.monotonic()
@@ -230,7 +243,7 @@ class VerifierStream:
             self._cv.notify_all()
         self.first_verdict.set()
 
-    def _generate(self, prompts: list[str], attempt: int) -> Sequence[str | BaseException | None]:
+    def _generate(self, prompts: list[str], attempt: int) -> Sequence[str | JudgeReply | BaseException | None]:
         """One batch on the least-loaded live worker; a dead worker fails this attempt and is skipped from then on
         (the retry goes to another worker, if any)."""
         import ray
@@ -254,18 +267,7 @@ class VerifierStream:
         finally:
             with self._cv:
                 self._load[w] -= len(prompts)
-        return _replies(replies)
-
-
-def _replies(replies: Sequence[Any]) -> Sequence[Any]:
-    """A worker's ``generate`` result as ``judge_with_retries`` takes it. ``_verify.worker_replies`` converts the
-    (text, p_correct, error) triples of workers that return probabilities; the plain form is (text, error)."""
-    from omnieval.verifier import _verify
-
-    convert = getattr(_verify, "worker_replies", None)
-    if convert is not None:
-        return list(convert(replies))
-    return [text if err is None else RuntimeError(err) for text, err in replies]
+        return worker_replies(replies)
 
 
 def stream_slim(record: Record) -> Record:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from omnieval._artifacts import ScoreRow
 from omnieval.core import GenerationOptions, Record, VerifierConfig
+from omnieval.verifier._judges import ResolvedJudge, resolve_judge
 from omnieval.verifier._parse import parse_rating
 from omnieval.verifier._prompt import Triple, build_prompt, record_triple
 
@@ -25,8 +26,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("omnieval.verifier")
 
-GenerateFn = Callable[[list[str], int], Sequence["str | BaseException | None"]]
-"""(prompts, attempt number from 0) -> one raw text per prompt, or an exception/None for a failed request."""
+
+@dataclass(frozen=True)
+class JudgeReply:
+    """One judge reply: its text and, when the engine returned token log-probabilities, P(rating = 1)."""
+
+    text: str
+    p_correct: float | None = None
+
+
+GenerateFn = Callable[[list[str], int], Sequence["str | JudgeReply | BaseException | None"]]
+"""(prompts, attempt number from 0) -> one reply per prompt (text, or text + probability), or an exception/None for a
+failed request."""
+
+
+def worker_replies(replies: Sequence[tuple[str | None, float | None, str | None]]) -> list[JudgeReply | BaseException]:
+    """A ``VerifierWorker.generate`` result -> replies for ``judge_with_retries``."""
+    return [JudgeReply(text, p) if err is None and text is not None else RuntimeError(err or "no reply")
+            for text, p, err in replies]  # fmt: skip
 
 
 @dataclass
@@ -41,13 +58,21 @@ class Verdict:
     """Judge calls made for this prompt."""
     error: str | None
     """Why the last attempt failed, when ``rating`` is None."""
+    probability: float | None = None
+    """P(correct) from the judge's token log-probabilities at the verdict; None when the engine gave none."""
 
     def as_meta(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def judge_with_retries(prompts: Sequence[str], generate: GenerateFn, *, max_retries: int) -> list[Verdict]:
-    """Send all prompts, then re-send only the failed ones, at most ``max_retries`` more times."""
+def judge_with_retries(
+    prompts: Sequence[str], generate: GenerateFn, *, max_retries: int, threshold: float | None = None
+) -> list[Verdict]:
+    """Send all prompts, then re-send only the failed ones, at most ``max_retries`` more times.
+
+    With a ``threshold`` and a reply that carries a probability, the rating is ``p_correct >= threshold`` (a judge
+    calibrated on labelled data); otherwise it is the digit the judge wrote.
+    """
     out = [Verdict(None, "", "", 0, "not judged") for _ in prompts]
     pending = list(range(len(prompts)))
     for attempt in range(max_retries + 1):
@@ -70,14 +95,19 @@ def judge_with_retries(prompts: Sequence[str], generate: GenerateFn, *, max_retr
                 v.error = f"judge request failed: {raw!r}"[:500] if raw is not None else "judge request failed"
                 still.append(i)
                 continue
-            v.raw = raw
+            p_correct = raw.p_correct if isinstance(raw, JudgeReply) else None
+            raw = raw.text if isinstance(raw, JudgeReply) else raw
+            v.raw, v.probability = raw, p_correct
             parsed = parse_rating(raw)
             v.rationale = parsed.rationale
             if parsed.rating is None:
                 v.error = "unparsable judge output: no 'Rating: 0|1' found"
                 still.append(i)
             else:
-                v.rating, v.error = parsed.rating, None
+                rating = parsed.rating
+                if threshold is not None and p_correct is not None:
+                    rating = int(p_correct >= threshold)
+                v.rating, v.error = rating, None
         pending = still
     return out
 
@@ -98,6 +128,7 @@ class VerifierPool:
 
     def __init__(self, cfg: VerifierConfig, *, pin: bool = True) -> None:
         self.cfg = cfg
+        self.judge: ResolvedJudge = resolve_judge(cfg)
         self.pin = pin
         self.workers: list[Any] = []
         self.infos: list[dict[str, Any]] = []
@@ -118,7 +149,8 @@ class VerifierPool:
             spec = WorkerSpec(
                 worker_index=i, num_workers=n, source=cfg.model, threads=cfg.threads, parallel=cfg.parallel,
                 ctx_per_slot=cfg.ctx_per_slot, request_timeout_s=cfg.request_timeout_s,
-                startup_timeout_s=cfg.startup_timeout_s, pin=self.pin,
+                startup_timeout_s=cfg.startup_timeout_s, pin=self.pin, lora=self.judge.lora,
+                grammar=self.judge.grammar, top_logprobs=self.judge.top_logprobs,
             )  # fmt: skip
             self.workers.append(VerifierWorker.options(num_cpus=cfg.num_cpus).remote(spec))  # type: ignore[attr-defined]
         try:
@@ -136,14 +168,14 @@ class VerifierPool:
             raise
         return self
 
-    def generate(self, prompts: list[str], attempt: int) -> list[str | BaseException | None]:
+    def generate(self, prompts: list[str], attempt: int) -> list[str | JudgeReply | BaseException | None]:
         """Chunks of ``2 × parallel`` prompts, refilled onto whichever worker finishes first."""
         import ray
 
         opts = attempt_options(self.cfg, attempt).model_dump(mode="json")
         size = max(1, 2 * self.cfg.parallel)
         chunks = [list(range(i, min(i + size, len(prompts)))) for i in range(0, len(prompts), size)]
-        out: list[str | BaseException | None] = [None] * len(prompts)
+        out: list[str | JudgeReply | BaseException | None] = [None] * len(prompts)
         alive = self.alive
         pending: dict[Any, tuple[int, list[int]]] = {}
 
@@ -175,8 +207,8 @@ class VerifierPool:
                 elif not any(v[0] in alive for v in pending.values()):
                     feed(alive[0])
                 continue
-            for i, (text, err) in zip(idx, replies, strict=True):
-                out[i] = text if err is None else RuntimeError(err)
+            for i, reply in zip(idx, worker_replies(replies), strict=True):
+                out[i] = reply
             feed(w)
         return out
 
@@ -198,11 +230,13 @@ def judge_triples(triples: Sequence[Triple], cfg: VerifierConfig, *, pin: bool =
     """Verdicts for text triples (used by ``run_verifier`` and the labelled-set evaluation)."""
     if not triples:
         return []
-    prompts = [build_prompt(t, max_prediction_chars=cfg.max_prediction_chars) for t in triples]
     try:
+        judge = resolve_judge(cfg)
+        prompts = [judge_prompt(t, cfg, judge) for t in triples]
         with VerifierPool(cfg, pin=pin) as pool:
             t0 = time.monotonic()
-            verdicts = judge_with_retries(prompts, pool.generate, max_retries=cfg.max_retries)
+            verdicts = judge_with_retries(prompts, pool.generate, max_retries=cfg.max_retries,
+                                          threshold=judge.threshold)  # fmt: skip
             log.info(
                 "verifier: %d prompts in %.1fs on %d worker(s)", len(prompts), time.monotonic() - t0, len(pool.workers)
             )
@@ -210,7 +244,7 @@ def judge_triples(triples: Sequence[Triple], cfg: VerifierConfig, *, pin: bool =
     except Exception as e:  # noqa: BLE001 - the verifier never fails the run: every sample records why
         log.error("verifier unavailable: %r", e)
         msg = f"verifier unavailable: {type(e).__name__}: {e}"[:500]
-        return [Verdict(None, "", "", 0, msg) for _ in prompts]
+        return [Verdict(None, "", "", 0, msg) for _ in triples]
 
 
 def run_verifier(records: list[Record], cfg: VerifierConfig) -> None:
@@ -220,17 +254,31 @@ def run_verifier(records: list[Record], cfg: VerifierConfig) -> None:
     todo = [(r, t) for r in records if (t := record_triple(r)) is not None]
     verdicts = judge_triples([t for _, t in todo], cfg)
     for (r, _), v in zip(todo, verdicts, strict=True):
-        r.meta["verifier"] = v.as_meta()
-        if v.rating is None:
-            r.metrics.pop("verifier", None)
-        else:
-            r.metrics["verifier"] = float(v.rating)
+        apply_verdict(r, v)
+
+
+def apply_verdict(record: Record, verdict: Verdict) -> None:
+    """``meta['verifier']`` always; ``metrics['verifier']`` (0/1) and ``metrics['verifier_prob']`` when rated."""
+    record.meta["verifier"] = verdict.as_meta()
+    record.metrics.pop("verifier", None)
+    record.metrics.pop("verifier_prob", None)
+    if verdict.rating is not None:
+        record.metrics["verifier"] = float(verdict.rating)
+        if verdict.probability is not None:
+            record.metrics["verifier_prob"] = round(verdict.probability, 6)
+
+
+def judge_prompt(t: Triple, cfg: VerifierConfig, judge: ResolvedJudge | None = None) -> str:
+    """The prompt ``cfg``'s judge reads for ``t`` (its style: the rubric, or the compact verdict prompt)."""
+    judge = judge or resolve_judge(cfg)
+    return build_prompt(t, max_prediction_chars=cfg.max_prediction_chars, style=judge.style)
 
 
 def verifier_rows(
     records: list[Record], *, engine: str, specs: Mapping[str, BenchmarkSpec] | None = None
 ) -> list[ScoreRow]:
-    """One ``verifier`` ScoreRow per (model, benchmark): 100 × mean rating over the judged samples (None if none).
+    """Per (model, benchmark): a ``verifier`` ScoreRow, 100 × the mean verdict over the judged samples, and, when the
+    judge gave probabilities, a ``verifier_prob`` row, 100 × the mean P(correct) (None when nothing was judged).
 
     ``num_errors`` counts inference failures (nothing to judge) plus judge failures (no rating after retries).
     """
@@ -241,16 +289,20 @@ def verifier_rows(
         groups[(r.model, r.benchmark)].append(r)
     rows = []
     for (model, bench), recs in sorted(groups.items()):
-        ratings = [r.metrics["verifier"] for r in recs if "verifier" in r.metrics]
-        value = round(100.0 * sum(ratings) / len(ratings), 4) if ratings else None
         framework, modality = "builtin", "text"
         spec = (specs or {}).get(bench) or (BENCHMARKS.get(bench) if bench in BENCHMARKS else None)
         if spec is not None:  # the run's own specs know suite-defined benchmarks too
             framework, modality = spec.framework, spec.modality
-        rows.append(
-            ScoreRow(
-                model=model, benchmark=bench, metric="verifier", value=value, num_samples=len(recs),
-                num_errors=len(recs) - len(ratings), engine=engine, framework=framework, modality=modality,
-            )
-        )  # fmt: skip
+        ratings = [r.metrics["verifier"] for r in recs if "verifier" in r.metrics]
+        probs = [r.metrics["verifier_prob"] for r in recs if "verifier_prob" in r.metrics]
+        for metric, vals in (("verifier", ratings), ("verifier_prob", probs)):
+            if metric == "verifier_prob" and not probs:
+                continue
+            rows.append(
+                ScoreRow(
+                    model=model, benchmark=bench, metric=metric,
+                    value=round(100.0 * sum(vals) / len(vals), 4) if vals else None, num_samples=len(recs),
+                    num_errors=len(recs) - len(vals), engine=engine, framework=framework, modality=modality,
+                )
+            )  # fmt: skip
     return rows

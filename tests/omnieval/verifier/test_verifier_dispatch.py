@@ -20,13 +20,17 @@ def _fake_worker_cls() -> Any:
         def __init__(self, name: str, die_after: int | None = None) -> None:
             self.name, self.die_after, self.calls = name, die_after, 0
 
-        def generate(self, prompts: list[str], options: dict[str, Any]) -> list[tuple[str | None, str | None]]:
+        def generate(
+            self, prompts: list[str], options: dict[str, Any]
+        ) -> list[tuple[str | None, float | None, str | None]]:
             self.calls += 1
             if self.die_after is not None and self.calls > self.die_after:
                 import os
 
                 os._exit(1)  # the actor process dies mid-run, like a crashed worker
-            return [(None, "HTTP 500") if p == "bad" else (f"{self.name}:{p}\nRating: 1", None) for p in prompts]
+            return [
+                (None, None, "HTTP 500") if p == "bad" else (f"{self.name}:{p}\nRating: 1", 0.9, None) for p in prompts
+            ]
 
         def count(self) -> int:
             return self.calls
@@ -47,7 +51,8 @@ def test_generate_keeps_order_and_uses_every_worker(ray_local: None) -> None:
     a, b = w.remote("a"), w.remote("b")
     prompts = [f"p{i}" for i in range(11)]
     out = _pool([a, b]).generate(prompts + ["bad"], attempt=0)
-    assert [o.split(":", 1)[1].split("\n")[0] for o in out[:-1]] == prompts  # type: ignore[union-attr]
+    assert [o.text.split(":", 1)[1].split("\n")[0] for o in out[:-1]] == prompts  # type: ignore[union-attr]
+    assert all(o.p_correct == 0.9 for o in out[:-1])  # type: ignore[union-attr]
     assert isinstance(out[-1], RuntimeError) and "HTTP 500" in str(out[-1])
     assert ray.get(a.count.remote()) > 0 and ray.get(b.count.remote()) > 0
 
@@ -58,7 +63,7 @@ def test_dead_worker_fails_its_chunk_then_others_take_over(ray_local: None) -> N
     prompts = [f"q{i}" for i in range(8)]
     verdicts = judge_with_retries(prompts, pool.generate, max_retries=1)
     assert pool.alive == [1]  # the dead worker is dropped for later attempts
-    assert all(v.rating == 1 for v in verdicts)  # its prompts were retried on the live worker
+    assert all(v.rating == 1 and v.probability == 0.9 for v in verdicts)  # retried on the live worker
     assert any(v.attempts == 2 for v in verdicts) and all(v.raw.startswith("ok:") for v in verdicts)
     pool.alive = []
     assert all(isinstance(o, RuntimeError) for o in pool.generate(["x"], attempt=0))

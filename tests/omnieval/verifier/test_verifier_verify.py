@@ -157,7 +157,7 @@ def test_run_verifier_stores_verdicts_and_rows(monkeypatch: pytest.MonkeyPatch) 
     assert a0.metrics["verifier"] == 1.0 and a1.metrics["verifier"] == 0.0 and m0.metrics["verifier"] == 1.0
     assert a0.meta["verifier"] == {"rating": 1, "rationale": "checked The answer is 9 apples.",
                                    "raw": "Explanation: checked The answer is 9 apples.\nRating: 1",
-                                   "attempts": 1, "error": None}  # fmt: skip
+                                   "attempts": 1, "error": None, "probability": None}  # fmt: skip
     assert "verifier" not in a2.metrics and a2.meta["verifier"]["rating"] is None
     assert a2.meta["verifier"]["attempts"] == 2 and "unparsable" in a2.meta["verifier"]["error"]
     assert a2.error is None  # judge failures never touch the inference error field
