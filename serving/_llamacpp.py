@@ -25,6 +25,7 @@ _DEFAULTS: dict[str, Any] = {
     "timeout_s": 300.0,
     "extra_args": [],
     "mmproj": None,  # multimodal projector GGUF (llama.cpp mtmd): images and/or audio, per its clip.has_* keys
+    "nice": 0,  # niceness of llama-server: 0 for an engine; the verifier's judge runs at 19 to yield to engines
 }
 
 
@@ -107,6 +108,9 @@ class LlamaCppEngine(ServerEngine):
     def server_command(self) -> list[str]:
         assert self._binary is not None
         return self.command(self.model_path, self._binary, **self.opts)
+
+    def server_nice(self) -> int:
+        return int(self.opts["nice"])
 
     async def poll_stats(self) -> EngineStats:
         """Requests in flight and tokens generated as llama-server itself counts them (``/metrics``): clients send

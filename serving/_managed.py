@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import json
 import os
 import secrets
@@ -47,13 +48,14 @@ def ray_node_ip() -> str | None:
     return None
 
 
-def die_with_parent() -> None:
+def die_with_parent(nice: int = 0) -> None:
     """Linux: the server gets SIGTERM when the replica process dies, so a killed actor leaves no orphan engine.
 
-    Ray starts workers at niceness 15; the engine is the workload, so it asks for normal priority where allowed.
+    Ray starts workers at niceness 15; an engine is the workload, so it asks for normal priority (``nice`` 0) where
+    allowed; a background server (the verifier's judge) asks for a higher niceness, so it yields the CPUs to engines.
     """
     try:
-        os.setpriority(os.PRIO_PROCESS, 0, 0)
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
     except OSError:
         pass
     try:
@@ -146,8 +148,9 @@ class ManagedServer:
     """One server subprocess: ``cmd`` gets ``{host}``, ``{port}`` and ``{api_key}`` filled in."""
 
     def __init__(self, name: str, cmd: Sequence[str], *, health_path: str = "/health", env: dict[str, str] | None = None,
-                 bind_all: bool | None = None) -> None:  # fmt: skip
+                 bind_all: bool | None = None, nice: int = 0) -> None:  # fmt: skip
         self.name = name
+        self.nice = nice
         self.cmd_template = list(cmd)
         self.health_path = health_path
         self.env = env
@@ -188,7 +191,12 @@ class ManagedServer:
         self.log_path = Path(log)
         env = {**os.environ, **self.env} if self.env else None
         self.proc = subprocess.Popen(
-            cmd, stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent, env=env
+            cmd,
+            stdout=fd,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            preexec_fn=functools.partial(die_with_parent, self.nice),
         )
         os.close(fd)
 
@@ -305,9 +313,16 @@ class ServerEngine(OpenAIEngine):
     def server_env(self) -> dict[str, str] | None:
         return None
 
+    def server_nice(self) -> int:
+        """Niceness of the server process (0: an engine is the workload)."""
+        return 0
+
     async def start(self) -> None:
         self._server = ManagedServer(
-            f"{self.name}-{self._stats.replica_id}", self.server_command(), env=self.server_env()
+            f"{self.name}-{self._stats.replica_id}",
+            self.server_command(),
+            env=self.server_env(),
+            nice=self.server_nice(),
         )
         self._server.launch()
         self.base_url = self._server.local_url + "/v1"

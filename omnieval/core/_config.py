@@ -412,6 +412,10 @@ class VerifierConfig(_Config):
     """Verifier actors (one llama.cpp process each, pinned per NUMA node)."""
     threads: int | None = Field(default=None, ge=1)
     """CPU threads per verifier process; None uses its share of the CPU quota."""
+    nice: int = Field(default=19, ge=0, le=19)
+    """Niceness of the judge's llama-server. Where it shares CPUs with inference engines (one machine, or
+    ``mode: stream`` on an engine node) it then runs on the time they leave idle instead of slowing them down; on a
+    CPU node of its own it changes nothing. 0 = an equal share."""
     max_tokens: int = Field(default=256, ge=1)
     """Tokens for rationale + rating."""
     max_retries: int = Field(default=2, ge=0)

@@ -20,10 +20,8 @@ MODES = ("off", "stream", "after")
 
 
 def judge_config(suite: SuiteConfig, *, max_tokens: int | None = None) -> VerifierConfig:
-    """The suite's own verifier settings, else the offline judge: the default SmolLM2 GGUF (what is on disk)."""
-    from omnieval._defaults import DEFAULT_MODEL_SOURCE
-
-    cfg = suite.verifier or VerifierConfig(model=DEFAULT_MODEL_SOURCE)
+    """The suite's own verifier settings, else the default offline judge (SmolLM2 + omnieval's LoRA adapter)."""
+    cfg = suite.verifier or VerifierConfig()
     update: dict[str, Any] = {"enabled": True}
     if max_tokens is not None:
         update["max_tokens"] = max_tokens

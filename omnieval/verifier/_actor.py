@@ -46,6 +46,8 @@ class WorkerSpec(BaseModel):
     """Time allowed for llama-server to load the model."""
     pin: bool = True
     """Pin to the NUMA node (off only for tests that run several workers on one node)."""
+    nice: int = Field(default=0, ge=0, le=19)
+    """Niceness of the judge's llama-server."""
     lora: str | None = None
     """LoRA adapter GGUF applied by llama-server (``--lora``)."""
     grammar: str | None = None
@@ -96,7 +98,7 @@ class VerifierWorker:
         if s.source.kind != "endpoint":
             engine, kwargs = "llamacpp", {"parallel": s.parallel, "ctx_per_slot": s.ctx_per_slot,
                                           "threads": slot.threads, "timeout_s": s.request_timeout_s,
-                                          "startup_timeout_s": s.startup_timeout_s,
+                                          "startup_timeout_s": s.startup_timeout_s, "nice": s.nice,
                                           "extra_args": ["--lora", s.lora] if s.lora else []}  # fmt: skip
         self.engine, path = await asyncio.to_thread(  # resolving the source may fetch the weights
             build_engine, engine, replica_id=f"verifier-{s.worker_index}", model="verifier", source=s.source,
@@ -108,7 +110,7 @@ class VerifierWorker:
             "worker": s.worker_index, "host": socket.gethostname(), "numa_node": slot.numa_node,
             "cpus": slot.cpus if pinned else None, "threads": slot.threads, "parallel": s.parallel,
             "model_path": str(path) if path else None, "pid": getattr(self.engine, "pid", None),
-            "engine_version": self.engine.version(), "lora": s.lora, "constrained": s.grammar is not None,
+            "engine_version": self.engine.version(), "lora": s.lora, "constrained": s.grammar is not None, "nice": s.nice,
         }  # fmt: skip
         log.info("verifier worker %s", self.info)
         return self.info

@@ -149,7 +149,7 @@ class VerifierPool:
             spec = WorkerSpec(
                 worker_index=i, num_workers=n, source=cfg.model, threads=cfg.threads, parallel=cfg.parallel,
                 ctx_per_slot=cfg.ctx_per_slot, request_timeout_s=cfg.request_timeout_s,
-                startup_timeout_s=cfg.startup_timeout_s, pin=self.pin, lora=self.judge.lora,
+                startup_timeout_s=cfg.startup_timeout_s, pin=self.pin, lora=self.judge.lora, nice=cfg.nice,
                 grammar=self.judge.grammar, top_logprobs=self.judge.top_logprobs,
             )  # fmt: skip
             self.workers.append(VerifierWorker.options(num_cpus=cfg.num_cpus).remote(spec))  # type: ignore[attr-defined]

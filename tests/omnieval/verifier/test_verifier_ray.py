@@ -95,6 +95,7 @@ def test_worker_pins_to_numa_node_and_constrains_the_reply(ray_local: None) -> N
         assert info["cpus"] is not None and set(desc["affinity"]) <= set(info["cpus"])  # pinned to its node
         pid = info["pid"]
         assert pid and _pid_alive(pid)
+        assert info["nice"] == 19 and os.getpriority(os.PRIO_PROCESS, pid) == 19  # the judge yields to engines
         prompts = [build_prompt(t) for t in triples]
         verdicts = judge_with_retries(prompts, pool.generate, max_retries=1)
     assert not _pid_alive(pid), "llama-server must stop with the pool"
