@@ -360,8 +360,8 @@ def _finalize(
 ) -> None:
     """Stream the checkpoint once: each Record is postprocessed, scored and written to ``records.parquet``; only
     judge-scored benchmarks (and, with ``verifier.mode: after``, every Record, which that phase needs together) are
-    kept. A streaming verifier first judges what it has not seen (a resumed run's checkpoint, framework Records);
-    its verdicts are applied as Records are written."""
+    kept. A streaming verifier has seen every Record inferred by this attempt (through the sink); it first judges
+    the rest (a resumed run's earlier Records, framework Records); its verdicts are applied as Records are written."""
     from omnieval._scoring import BenchmarkScorer, score_judged
 
     suite, specs, manifest = plan.suite, plan.specs, plan.manifest
@@ -370,8 +370,9 @@ def _finalize(
     fw_records = [r for res in fw_results for r in res.records]
     if stream is not None:
         batch: list[Record] = []
-        for r in iter_checkpoint(plan.run_dir):  # already judged ones are skipped by key and output digest
-            batch.append(r)
+        for r in iter_checkpoint(plan.run_dir) if plan.done_keys else ():  # earlier attempts' Records
+            if r.key in plan.done_keys:
+                batch.append(r)
             if len(batch) >= 256:
                 stream.submit(batch)
                 batch = []

@@ -80,12 +80,12 @@ def build_data(pool: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[st
     labelled = load_labelled(split="train")
     extra = _load_script("make_verifier_set").training_pool(pool, seed)
     fit, dev = [], []
-    for r in labelled + extra:
+    for r, from_set in [(r, True) for r in labelled] + [(r, False) for r in extra]:
         prompt = build_prompt(Triple(r["question"], r["reference"], r["prediction"]), style="verdict")
         row = {"prompt": prompt, "label": int(r["label"]), "group": r["group"], "task_type": r["task_type"],
                "question": r["question"], "reference": r["reference"], "prediction": r["prediction"]}  # fmt: skip
         if is_dev(r["group"]):
-            if r in labelled:  # dev = labelled rows only: the distribution the heldout split has
+            if from_set:  # dev = labelled rows only: the distribution the heldout split has
                 dev.append(row)
         else:
             fit.append(row)

@@ -55,9 +55,17 @@ def bench_verifier_accuracy(
     judges: list[str], *, split: str = "heldout", limit: int | None = None, parallel: int = 4,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:  # fmt: skip
-    from omnieval.verifier import baselines, confusion, evaluate_labelled, load_labelled
+    from omnieval.verifier import confusion, evaluate_labelled, load_labelled
 
     items = load_labelled(split=split, limit=limit)
+    by_task: dict[str, list[int]] = defaultdict(list)
+    for i, it in enumerate(items):
+        by_task[it["task_type"]].append(i)
+
+    def per_task(ratings: list[int | None]) -> dict[str, Any]:
+        return {t: confusion([items[i]["label"] for i in idx], [ratings[i] for i in idx])["balanced_accuracy"]
+                for t, idx in sorted(by_task.items())}  # fmt: skip
+
     out: dict[str, Any] = {"split": split, "n": len(items), "judges": {}, "per_task": {}}
     for name in judges:
         cfg = judge_config(name, parallel=parallel)
@@ -65,25 +73,13 @@ def bench_verifier_accuracy(
         verdicts = res["items"]
         row = {**_rates(items, verdicts), "seconds": res["seconds"], "attempts": res["attempts"]}
         out["judges"][name] = {**row, "config": cfg.model_dump(mode="json"), "items": verdicts}
-        by_task: dict[str, list[int]] = defaultdict(list)
-        for i, it in enumerate(items):
-            by_task[it["task_type"]].append(i)
-        out["per_task"][name] = {
-            t: confusion([items[i]["label"] for i in idx], [verdicts[i]["rating"] for i in idx])["balanced_accuracy"]
-            for t, idx in sorted(by_task.items())
-        }
+        out["per_task"][name] = per_task([v["rating"] for v in verdicts])
         log(f"{name}: balanced accuracy {row['balanced_accuracy']} % in {row['seconds']} s")
-    base = baselines(items)
-    for name in base:
-        rated = [{"rating": 1 if name == "always_correct" else it["rule_verdict"]} for it in items]
-        out["judges"][name] = {**_rates(items, rated), "seconds": 0.0, "attempts": 0}
-    by_task2: dict[str, list[int]] = defaultdict(list)
-    for i, it in enumerate(items):
-        by_task2[it["task_type"]].append(i)
-    out["per_task"]["rule_verdict"] = {
-        t: confusion([items[i]["label"] for i in idx], [items[i]["rule_verdict"] for i in idx])["balanced_accuracy"]
-        for t, idx in sorted(by_task2.items())
-    }
+    rules: dict[str, list[int | None]] = {"always_correct": [1] * len(items),
+                                          "rule_verdict": [it["rule_verdict"] for it in items]}  # fmt: skip
+    for name, ratings in rules.items():  # the baselines that need no model
+        out["judges"][name] = {**_rates(items, [{"rating": r} for r in ratings]), "seconds": 0.0, "attempts": 0}
+    out["per_task"]["rule_verdict"] = per_task(rules["rule_verdict"])
     return out
 
 

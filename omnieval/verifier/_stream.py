@@ -11,7 +11,7 @@ retry and failure policy are the phase verifier's: a whole-batch failure is one 
 and shuts the judge down.
 
 Memory: only the queued prompts and one small verdict per judged sample, never the Records. Verdicts are keyed by
-``Record.key`` *and* a digest of the prompt, so a sample that came back twice with different outputs (a chunk
+``Record.key`` *and* a digest of the prediction, so a sample that came back twice with different outputs (a chunk
 retried after a replica was killed) is judged per output, and the verdict applied is the one for the output that
 is in the checkpoint.
 """
@@ -29,7 +29,7 @@ from typing import Any
 
 from omnieval.core import Record, VerifierConfig
 from omnieval.verifier._judges import ResolvedJudge, resolve_judge
-from omnieval.verifier._prompt import record_triple
+from omnieval.verifier._prompt import Triple, record_triple
 from omnieval.verifier._verify import (
     JudgeReply,
     Verdict,
@@ -38,17 +38,18 @@ from omnieval.verifier._verify import (
     attempt_options,
     judge_prompt,
     judge_with_retries,
+    unavailable,
     worker_replies,
 )
 
 log = logging.getLogger("omnieval.verifier")
 
 Key = tuple[tuple[str, str, int], str]
-"""(``Record.key``, digest of the judge prompt)."""
+"""(``Record.key``, digest of the prediction): question and reference are fixed per key, the output is not."""
 
 
-def _digest(prompt: str) -> str:
-    return hashlib.blake2b(prompt.encode(), digest_size=8).hexdigest()
+def _key(record: Record, t: Triple) -> Key:
+    return record.key, hashlib.blake2b(t.prediction.encode(), digest_size=8).hexdigest()
 
 
 class VerifierStream:
@@ -87,8 +88,7 @@ class VerifierStream:
         try:
             self.judge = resolve_judge(cfg)
         except Exception as e:  # noqa: BLE001 - e.g. the adapter is missing: every sample records why
-            log.error("verifier unavailable: %r", e)
-            self.unavailable = f"verifier unavailable: {type(e).__name__}: {e}"[:500]
+            self.unavailable = unavailable(e)
 
     # --- producer side (runner thread) ---
 
@@ -100,23 +100,17 @@ class VerifierStream:
 
     def submit(self, records: Iterable[Record]) -> int:
         """Queue the Records that have something to judge and no verdict yet; returns how many were queued."""
-        items = []
-        for r in records:
-            t = record_triple(r)
-            if t is None:
-                continue
-            prompt = self._prompt(t)
-            items.append(((r.key, _digest(prompt)), prompt))
+        items = [(_key(r, t), t) for r in records if (t := record_triple(r)) is not None]
         n = 0
         with self._cv:
-            for key, prompt in items:
+            for key, t in items:
                 if key in self.verdicts or key in self._queued:
                     continue
-                if self.unavailable is not None:
+                if self.unavailable is not None or self.judge is None:
                     self.verdicts[key] = self._unavailable_verdict()
                     continue
                 self._queued.add(key)
-                self._pending.append((key, prompt))
+                self._pending.append((key, judge_prompt(t, self.cfg, self.judge)))
                 n += 1
             if n:
                 self._cv.notify_all()
@@ -149,12 +143,8 @@ class VerifierStream:
         t = record_triple(record)
         if t is None:
             return None
-        key = (record.key, _digest(self._prompt(t)))
-        v = self.verdicts.get(key)
+        v = self.verdicts.get(_key(record, t))
         return v if v is not None else Verdict(None, "", "", 0, "not judged: submitted after the verifier finished")
-
-    def _prompt(self, t: Any) -> str:
-        return judge_prompt(t, self.cfg, self.judge) if self.judge is not None else f"{t}"
 
     def apply(self, record: Record) -> None:
         v = self.verdict_for(record)
@@ -183,13 +173,12 @@ class VerifierStream:
         try:
             if self.unavailable is not None:
                 raise RuntimeError(self.unavailable)
-            pool = VerifierPool(self.cfg, pin=self.pin)
+            pool = VerifierPool(self.cfg, pin=self.pin, judge=self.judge)
             pool.__enter__()
         except Exception as e:  # noqa: BLE001 - the verifier never fails the run: every sample records why
-            log.error("verifier unavailable: %r", e)
             with self._cv:
                 self.ready_at = time.monotonic()
-                self.unavailable = f"verifier unavailable: {type(e).__name__}: {e}"[:500]
+                self.unavailable = self.unavailable or unavailable(e)
                 while self._pending:
                     key, _ = self._pending.popleft()
                     self.verdicts[key] = self._unavailable_verdict()

@@ -126,9 +126,9 @@ class VerifierPool:
     leave its server process orphaned).
     """
 
-    def __init__(self, cfg: VerifierConfig, *, pin: bool = True) -> None:
+    def __init__(self, cfg: VerifierConfig, *, pin: bool = True, judge: ResolvedJudge | None = None) -> None:
         self.cfg = cfg
-        self.judge: ResolvedJudge = resolve_judge(cfg)
+        self.judge: ResolvedJudge = judge or resolve_judge(cfg)
         self.pin = pin
         self.workers: list[Any] = []
         self.infos: list[dict[str, Any]] = []
@@ -233,7 +233,7 @@ def judge_triples(triples: Sequence[Triple], cfg: VerifierConfig, *, pin: bool =
     try:
         judge = resolve_judge(cfg)
         prompts = [judge_prompt(t, cfg, judge) for t in triples]
-        with VerifierPool(cfg, pin=pin) as pool:
+        with VerifierPool(cfg, pin=pin, judge=judge) as pool:
             t0 = time.monotonic()
             verdicts = judge_with_retries(prompts, pool.generate, max_retries=cfg.max_retries,
                                           threshold=judge.threshold)  # fmt: skip
@@ -242,9 +242,14 @@ def judge_triples(triples: Sequence[Triple], cfg: VerifierConfig, *, pin: bool =
             )
             return verdicts
     except Exception as e:  # noqa: BLE001 - the verifier never fails the run: every sample records why
-        log.error("verifier unavailable: %r", e)
-        msg = f"verifier unavailable: {type(e).__name__}: {e}"[:500]
+        msg = unavailable(e)
         return [Verdict(None, "", "", 0, msg) for _ in triples]
+
+
+def unavailable(e: BaseException) -> str:
+    """Why the judge cannot run, as each sample records it (logged once here)."""
+    log.error("verifier unavailable: %r", e)
+    return f"verifier unavailable: {type(e).__name__}: {e}"[:500]
 
 
 def run_verifier(records: list[Record], cfg: VerifierConfig) -> None:

@@ -33,7 +33,7 @@ def _cfg(**kw: Any) -> VerifierConfig:
 class FakePool:
     """Stands in for ``VerifierPool``: ``n`` workers, nothing started."""
 
-    def __init__(self, cfg: VerifierConfig, *, pin: bool = True) -> None:
+    def __init__(self, cfg: VerifierConfig, *, pin: bool = True, judge: object = None) -> None:
         self.workers = [object()] * cfg.workers
         self.alive = list(range(cfg.workers))
 
@@ -169,7 +169,7 @@ def test_unavailable_judge_records_why_per_sample(ray_local: None, tmp_path: Any
 
 
 def test_judge_that_cannot_even_be_configured_records_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    def bad_pool(cfg: VerifierConfig, *, pin: bool = True) -> None:
+    def bad_pool(cfg: VerifierConfig, *, pin: bool = True, judge: object = None) -> None:
         raise ValueError("adapter missing")
 
     monkeypatch.setattr(_stream, "VerifierPool", bad_pool)

@@ -121,7 +121,7 @@ class FakePool:
 
     started = 0
 
-    def __init__(self, cfg: VerifierConfig, *, pin: bool = True) -> None:
+    def __init__(self, cfg: VerifierConfig, *, pin: bool = True, judge: object = None) -> None:
         self.workers = [object()]
 
     def __enter__(self) -> FakePool:
