@@ -1,4 +1,5 @@
-"""INSTANT server — no model runs: an OpenAI-compatible HTTP server that answers every chat completion at once.
+"""INSTANT server — no model runs: an OpenAI-compatible HTTP server that answers every chat (or text) completion at
+once.
 
 Why it exists: to measure the pool's own line rate (``omnieval bench pool``), the engine behind it must cost nothing.
 It speaks just enough HTTP/1.1 (keep-alive, Content-Length bodies) on a bare asyncio protocol to be far faster than
@@ -23,8 +24,8 @@ INSTANT_TEXT = "[INSTANT SERVER OUTPUT: no model was run]"
 """The content of every answer, so an instant-server record can never pass for a model prediction."""
 
 
-def _response(status: str, body: bytes) -> bytes:
-    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+def _response(status: str, body: bytes, content_type: str = "application/json") -> bytes:
+    head = f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
     return head.encode() + body
 
 
@@ -35,6 +36,23 @@ def _completion(max_tokens: int) -> bytes:
                      "message": {"role": "assistant", "content": INSTANT_TEXT}}],
         "usage": {"prompt_tokens": 1, "completion_tokens": max_tokens, "total_tokens": 1 + max_tokens},
     }).encode()  # fmt: skip
+
+
+def _text_completion(max_tokens: int) -> bytes:
+    return json.dumps({
+        "id": "instant", "object": "text_completion", "created": int(time.time()), "model": "instant",
+        "choices": [{"index": 0, "finish_reason": "length", "text": INSTANT_TEXT}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": max_tokens, "total_tokens": 1 + max_tokens},
+    }).encode()  # fmt: skip
+
+
+def _text_completion_stream(max_tokens: int) -> bytes:
+    """Server-sent events of a streamed text completion: one chunk per token (all written at once), then usage."""
+    head: dict[str, Any] = {"id": "instant", "object": "text_completion", "model": "instant"}
+    usage = {"prompt_tokens": 1, "completion_tokens": max_tokens, "total_tokens": 1 + max_tokens}
+    events = [head | {"choices": [{"index": 0, "text": INSTANT_TEXT if i == 0 else "."}]} for i in range(max_tokens)]
+    events.append(head | {"choices": [], "usage": usage})
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode() + b"data: [DONE]\n\n"
 
 
 _MODELS = json.dumps({"object": "list", "data": [{"id": "instant", "object": "model"}]}).encode()
@@ -87,6 +105,16 @@ class _Protocol(asyncio.Protocol):
             if out is None:
                 out = self._cache[max_tokens] = _response("200 OK", _completion(max_tokens))
             return out
+        if method == "POST" and path in ("/v1/completions", "/completions"):  # legacy completions (engine probes)
+            try:
+                req = json.loads(body)
+                max_tokens = max(1, int(req.get("max_tokens") or 1))
+            except (ValueError, AttributeError):
+                return _response("400 Bad Request", b'{"error":"body is not a JSON object"}')
+            self.counter[0] += 1
+            if req.get("stream"):
+                return _response("200 OK", _text_completion_stream(max_tokens), "text/event-stream")
+            return _response("200 OK", _text_completion(max_tokens))
         return _response("404 Not Found", b'{"error":"not found"}')
 
 
