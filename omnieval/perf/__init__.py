@@ -48,11 +48,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--window", type=int, default=8, help="max chunks in flight")
     common(s)
 
-    c = sub.add_parser("calibrate", help="measure llama-server to calibrate the SIMULATED engine")
+    c = sub.add_parser("calibrate", help="measure llama-server or vLLM to calibrate the SIMULATED engine")
+    c.add_argument("--engine", choices=["llama-server", "vllm"], default="llama-server",
+                   help="engine measured (vllm: run in a venv with vLLM, see docs/scale-study.md)")  # fmt: skip
+    c.add_argument("--model-dir", help="vllm: HF checkpoint directory (default: SmolLM2 converted from its GGUF)")
     c.add_argument("--threads", type=int, default=1, help="llama-server -t (1: see docs/scale-study.md)")
-    c.add_argument("--parallel", default="1,2,4,8")
-    c.add_argument("--out-tokens", type=int, default=24)
-    c.add_argument("--repeats", type=int, default=3)
+    c.add_argument("--parallel", help="llama-server --parallel / vLLM concurrencies (default 1,2,4,8 / 1,2,4,8,16)")
+    c.add_argument("--out-tokens", type=int, help="output tokens per request (default 24 / 64)")
+    c.add_argument("--repeats", type=int, help="repeats of every point (default 3 / 1)")
     common(c)
 
     sc = sub.add_parser("scale", help="SIMULATED scale study: routing policies at 256 replicas x 64 clients")
@@ -166,17 +169,35 @@ def _cmd_stream(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from omnieval.perf._calibrate import measure
     from omnieval.perf._common import default_model_path
 
-    res = measure(default_model_path(), threads=args.threads, parallels=[int(x) for x in _csv(args.parallel)],
-                  out_tokens=args.out_tokens, repeats=args.repeats, log=lambda m: print(m, flush=True))  # fmt: skip
+    def log(m: str) -> None:
+        print(m, flush=True)
+
+    if args.engine == "vllm":
+        from omnieval.perf._calibrate_vllm import measure_vllm
+        from serving import gguf_to_hf
+
+        model_dir = args.model_dir or gguf_to_hf(default_model_path(), name="smollm2")
+        res = measure_vllm(model_dir, concurrencies=[int(x) for x in _csv(args.parallel or "1,2,4,8,16")],
+                           out_tokens=args.out_tokens or 64, repeats=args.repeats or 1, log=log)  # fmt: skip
+    else:
+        from omnieval.perf._calibrate import measure
+
+        parallels = [int(x) for x in _csv(args.parallel or "1,2,4,8")]
+        res = measure(default_model_path(), threads=args.threads, parallels=parallels, out_tokens=args.out_tokens or 24,
+                      repeats=args.repeats or 3, log=log)  # fmt: skip
+        res = {"engine": "llama-server", **res}
     p = res["profile"]
     print(
         f"fit: step = {p['step_base_s'] * 1e3:.2f} ms + {p['step_per_seq_s'] * 1e3:.2f} ms x batch + "
         f"{p['step_per_kv_token_s'] * 1e6:.3f} us x kv_tokens; prefill = {p['prefill_base_s'] * 1e3:.1f} ms + "
         f"{p['prefill_per_token_s'] * 1e3:.3f} ms x uncached tokens; {p['chars_per_token']:.2f} chars/token"
     )
+    if "batching_gain" in res:
+        g = res["batching_gain"]
+        print(f"batching gain: {g['tok_s_1']:.1f} tok/s at 1 request, {g['tok_s_saturated']:.1f} tok/s at "
+              f"{g['concurrency']} -> {g['ratio']:.2f}x")  # fmt: skip
     _save(args, res, None)
     return 0
 
@@ -184,10 +205,12 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 def _cmd_scale(args: argparse.Namespace) -> int:
     import omnieval.perf._scale as sc
 
-    print(sc.LABEL)
+    profile = sc.load_profile(args.calibration)
+    print(sc.label(profile))
+    print(f"profile: {profile.source}")
     res = sc.scale_study(replicas=args.replicas, clients=args.clients, requests=args.requests,
                          workloads=tuple(_csv(args.workloads)), policies=tuple(_csv(args.policies)),
-                         profile=sc.load_profile(args.calibration), seed=args.seed, rpc_s=args.rpc_ms / 1000)  # fmt: skip
+                         profile=profile, seed=args.seed, rpc_s=args.rpc_ms / 1000)  # fmt: skip
     print(sc.markdown_table(res))
     _save(args, res, sc.plot)
     return 0

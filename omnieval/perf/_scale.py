@@ -1,7 +1,8 @@
 """``omnieval bench scale``: routing policies at 256 replicas × 64 clients, in a discrete-event simulation.
 
 Every number it prints is SIMULATED (serving/_simulated.py's timing model, calibrated by ``omnieval bench
-calibrate``), not measured on 256 real replicas; the JSON and the plot say so. See docs/scale-study.md.
+calibrate`` from llama-server or vLLM), not measured on 256 real replicas; the JSON and the plot say so, and name the
+engine the profile was calibrated from. See docs/scale-study.md.
 """
 
 from __future__ import annotations
@@ -15,7 +16,23 @@ from omnieval.perf._workloads import WORKLOADS, make_workload
 from serving import DEFAULT_PROFILE, EngineProfile
 
 POLICIES = ("p2c", "round_robin", "least_loaded", "prefix_aware")
-LABEL = "SIMULATED (discrete-event model calibrated from llama-server; not a measurement of real replicas)"
+_ENGINES = (("vllm", "vLLM"), ("llama-server", "llama-server"), ("sglang", "SGLang"))
+
+
+def calibrated_engine(profile: EngineProfile) -> str:
+    """The engine a profile was calibrated from, read from its ``source`` ("an unnamed engine" if it names none)."""
+    src = profile.source.lower()
+    return next((name for key, name in _ENGINES if key in src), "an unnamed engine")
+
+
+def label(profile: EngineProfile = DEFAULT_PROFILE) -> str:
+    """The SIMULATED banner every scale-study output carries, naming the engine its timing model comes from."""
+    return (f"SIMULATED (discrete-event model calibrated from {calibrated_engine(profile)}; not a measurement of real "
+            "replicas)")  # fmt: skip
+
+
+LABEL = label(DEFAULT_PROFILE)
+"""The banner for the shipped (llama-server) profile; ``label(profile)`` for any other."""
 
 
 def load_profile(path: str | None) -> EngineProfile:
@@ -42,7 +59,8 @@ def scale_study(*, replicas: int = 256, clients: int = 64, requests: int = 8192,
             )
     return {
         "simulated": True,
-        "label": LABEL,
+        "label": label(profile),
+        "calibrated_engine": calibrated_engine(profile),
         "profile": profile.to_dict(),
         "config": {
             "replicas": replicas,
@@ -90,7 +108,9 @@ def plot(result: dict[str, Any], path: Path) -> Path | None:
         ax.set_title(title)
     axes[0].legend(fontsize=8)
     c = result["config"]
-    fig.suptitle(f"SIMULATED: {c['replicas']} replicas × {c['clients']} clients, {c['requests']} requests per workload")
+    engine = result.get("calibrated_engine", "llama-server")
+    fig.suptitle(f"SIMULATED ({engine} profile): {c['replicas']} replicas × {c['clients']} clients, "
+                 f"{c['requests']} requests per workload")  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
