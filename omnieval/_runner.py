@@ -484,21 +484,27 @@ def _start_frameworks(
 
 
 def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, str, Any]]) -> list[Any]:
-    """Framework results, each persisted whole on arrival so a resumed run does not redo a finished task."""
+    """Framework results, each persisted whole as it arrives (in completion order, so a resumed run does not redo a
+    task that finished before another failed), returned in suite order."""
     from omnieval.adapters import FrameworkResult
 
     engines = {m.name: m.engine for m in suite.models}
+    got: dict[tuple[str, str], FrameworkResult] = {}
+    pending = {ref: (k, m) for k, m, ref in refs}
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        key, model = pending.pop(ready[0])
+        res: FrameworkResult = ray.get(ready[0])
+        for sc in res.scores:
+            sc.engine = engines[model]
+        _fw_file(run_dir, key, model).write_text(res.model_dump_json())
+        got[(key, model)] = res
     out = []
     for b in suite.benchmarks:
         for m in suite.models:
             path = _fw_file(run_dir, b.key, m.name)
-            ref = next((r for k, mm, r in refs if k == b.key and mm == m.name), None)
-            if ref is not None:
-                res: FrameworkResult = ray.get(ref)
-                for sc in res.scores:
-                    sc.engine = engines[m.name]
-                path.write_text(res.model_dump_json())
-                out.append(res)
+            if (b.key, m.name) in got:
+                out.append(got[(b.key, m.name)])
             elif b.framework != "builtin" and path.exists():
                 out.append(FrameworkResult.model_validate_json(path.read_text()))
     return out

@@ -47,6 +47,11 @@ if [ ! -f "$VENV/.media-1" ]; then
   "$VENV/bin/pip" install -q "soundfile==0.14.0" "av>=12"
   touch "$VENV/.media-1"
 fi
+# matplotlib: `omnieval bench federated --config` runs in this venv and draws its PNG.
+if [ ! -f "$VENV/.plot-1" ]; then
+  "$VENV/bin/pip" install -q "matplotlib>=3.8"
+  touch "$VENV/.plot-1"
+fi
 [ "$INSTALL_ONLY" = 1 ] && { echo "$VENV"; exit 0; }
 
 # CPU defaults (a GPU runner overrides nothing: the engine only applies these when no CUDA device is visible).

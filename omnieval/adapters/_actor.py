@@ -6,6 +6,7 @@ Ray ``runtime_env`` — typically ``py_executable`` of a prepared venv — and i
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import ray
@@ -30,7 +31,8 @@ class FrameworkClient:
         adapter = ADAPTERS.get(framework)()
         bridge = PoolBridge(model, self.controller, self.pool_cfg, seed=self.seed, cache_path=self.cache_path)
         try:
-            return adapter.run(task=task, options=options, model=model, bridge=bridge, limit=limit, generation=generation)
+            res = adapter.run(task=task, options=options, model=model, bridge=bridge, limit=limit, generation=generation)
+            return res.model_copy(update={"finished_at": time.time()})
         finally:
             bridge.close()
 

@@ -27,6 +27,8 @@ class FrameworkResult(BaseModel):
     """Framework package versions (provenance)."""
     raw: dict[str, Any] = Field(default_factory=dict)
     """The framework's own results block, kept for inspection."""
+    finished_at: float | None = None
+    """Unix time the task finished in its actor (``bench federated`` times each task of a run that ran them all)."""
 
 
 def import_framework(what: str, pip_line: str, package: str, model_base: str) -> tuple[Any, Any]:

@@ -26,8 +26,10 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default: bench-results)")
         sp.add_argument("--name", help="file stem of the JSON/PNG (default: the subcommand)")
 
-    f = sub.add_parser("federated", help="same suite per-process and federated, side by side")
-    f.add_argument("--suite", default="examples/bench.yaml")
+    f = sub.add_parser("federated", help="federated vs conventional (--config), or per-process vs federated (--suite)")
+    f.add_argument("--config", help="federated vs conventional per modality (examples/bench_federated.yaml); "
+                                    "run it in the vLLM venv")
+    f.add_argument("--suite", default="examples/bench.yaml", help="without --config: the same-engine comparison")
     f.add_argument("--threads", type=int, help="total engine threads for each mode (default: this machine's CPUs)")
     f.add_argument("--repeats", type=int, default=1, help="side-by-side repeats (order alternates); medians reported")
     common(f)
@@ -104,21 +106,35 @@ def _cmd_federated(args: argparse.Namespace) -> int:
     from omnieval._suite import load_suite
     from omnieval.perf._common import cpu_count
 
+    if args.config:
+        import omnieval.perf._omni as omni
+
+        res = omni.bench_omni(args.config, repeats=args.repeats, cpus=args.threads or cpu_count())
+        for line in omni.report(res):
+            print(line)
+        if res["same_engine"]:
+            _print_same_engine(res["same_engine"]["summary"], args.repeats)
+        _save(args, res, omni.plot)
+        return 0
     suite = load_suite(args.suite)
     threads = args.threads or cpu_count()
     res = fed.bench_federated(suite, threads_total=threads, repeats=args.repeats)
     res = {"suite": args.suite, "threads_total": threads, "repeats": args.repeats, **res}
-    for modality, s in res["summary"].items():
+    _print_same_engine(res["summary"], args.repeats)
+    _save(args, res, fed.plot)
+    return 0
+
+
+def _print_same_engine(summary: dict[str, Any], repeats: int) -> None:
+    for modality, s in summary.items():
         pp, fd = s["per_process"], s["federated"]
         print(
-            f"{modality}: per-process {pp['wall_s']:.1f} s ({pp['output_tokens_per_s']:.1f} tok/s, util "
+            f"same engine, {modality}: per-process {pp['wall_s']:.1f} s ({pp['output_tokens_per_s']:.1f} tok/s, util "
             f"{pp['engine_utilisation']:.2f}) | federated {fd['wall_s']:.1f} s ({fd['output_tokens_per_s']:.1f} tok/s, "
-            f"util {fd['engine_utilisation']:.2f}) | speedup {s['speedup']:.2f}x (ratio of medians over {args.repeats}; "
+            f"util {fd['engine_utilisation']:.2f}) | speedup {s['speedup']:.2f}x (ratio of medians over {repeats}; "
             f"median of paired ratios {s['speedup_median_of_pairs']:.2f}x, range {s['speedup_min_max']}; "
             f"first-request-to-last-response {s['speedup_active']:.2f}x, end-to-end {s['speedup_e2e']:.2f}x)"
         )
-    _save(args, res, fed.plot)
-    return 0
 
 
 def _cmd_pool(args: argparse.Namespace) -> int:

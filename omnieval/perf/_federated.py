@@ -10,6 +10,7 @@ drift on a shared machine hits both modes alike; the summary uses medians.
 
 from __future__ import annotations
 
+import json
 import tempfile
 import threading
 import time
@@ -43,6 +44,7 @@ class _CheckpointWatcher:
     def __init__(self, out_dir: Path, period_s: float = 0.05) -> None:
         self.out_dir, self.period_s = out_dir, period_s
         self.arrivals: list[float] = []  # wall-clock time at which line i was first seen
+        self.last_by_benchmark: dict[str, float] = {}  # when each benchmark's latest Record was seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="bench-ckpt-watch")
 
@@ -56,13 +58,17 @@ class _CheckpointWatcher:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):
+            now = time.time()
             files = list(self.out_dir.glob("*/records.partial.jsonl"))
             if not files:
                 continue
             with open(files[0], "rb") as f:
-                n = f.read().count(b"\n")
-            now = time.time()
-            self.arrivals += [now] * (n - len(self.arrivals))
+                lines = f.read().split(b"\n")[:-1]
+            for ln in lines[len(self.arrivals):]:
+                bench = json.loads(ln).get("benchmark")
+                if bench:
+                    self.last_by_benchmark[bench] = now
+            self.arrivals += [now] * (len(lines) - len(self.arrivals))
 
     def active_window(self, latencies: list[float]) -> float | None:
         """Last arrival minus the earliest implied dispatch (arrival − latency, in checkpoint order)."""
@@ -73,28 +79,36 @@ class _CheckpointWatcher:
         return self.arrivals[k - 1] - start
 
 
-def run_federated(suite: SuiteConfig, bench_names: list[str]) -> dict[str, Any]:
-    """One ``run_suite`` over the benchmarks; engine stats are read before the pool is released."""
-    import json
-
+def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = None) -> dict[str, Any]:
+    """One ``run_suite`` over the benchmarks; engine stats are read before the pool is released, and ``probe``
+    (if given) is called with the live replicas' ``ReplicaInfo`` list while they still run."""
     import ray
 
     from omnieval._runner import run_suite
     from pool import get_controller
 
-    sub = suite.model_copy(update={"benchmarks": [b for b in suite.benchmarks if b.name in bench_names]})
+    sub = suite.model_copy(update={"benchmarks": [b for b in suite.benchmarks if b.name in bench_names or b.key in bench_names]})
     with tempfile.TemporaryDirectory(prefix="omnieval-bench-fed-") as out:
         t0 = time.monotonic()
+        t0_wall = time.time()
         with _CheckpointWatcher(Path(out)) as watch:
             res = run_suite(sub, output_dir=out, show_progress=False, keep_pool=True)
         e2e = time.monotonic() - t0
+        t_end_wall = time.time()
         recs = res.records  # read back from the run directory before it goes
         ckpt = next(Path(out).glob("*/records.partial.jsonl"))
         ckpt_lat = [float(json.loads(ln).get("latency") or 0.0) for ln in ckpt.read_text().splitlines() if ln.strip()]
         active = watch.active_window(ckpt_lat)
+        done_at = dict(watch.last_by_benchmark)
+        for fw in Path(out).glob("*/framework-*.json"):  # framework tasks: when each finished in its actor
+            fr = json.loads(fw.read_text())
+            if fr.get("records") and fr.get("finished_at"):
+                done_at[fr["records"][0]["benchmark"]] = float(fr["finished_at"])
         ctl = get_controller(sub.pool.health_check_period_s)
         try:
-            ids = [r.replica_id for r in ray.get(ctl.replicas.remote())]
+            live = ray.get(ctl.replicas.remote())
+            ids = [r.replica_id for r in live]
+            probed = probe(live) if probe is not None else None
         finally:
             ray.get(ctl.release.remote(res.manifest.run_id))
         # the retired replicas' final stats, merged with what clients saw them serve: requests sent straight to an
@@ -102,6 +116,10 @@ def run_federated(suite: SuiteConfig, bench_names: list[str]) -> dict[str, Any]:
         retired = ray.get(ctl.retired.remote())
         stats = [retired[i].stats for i in ids if i in retired and retired[i].stats is not None]
     wall = res.manifest.timings["inference_s"]
+    tm = res.manifest.timings
+    # wall-clock start of the inference phase: run end minus everything after it (scoring, verifier; the artifact
+    # write after them is not timed and makes this start a little early, i.e. the window a little long)
+    t_inf0 = t_end_wall - tm.get("inference_s", 0.0) - tm.get("scoring_s", 0.0) - tm.get("verifier_s", 0.0)
     threads = {m.name: int(m.engine_kwargs.get("threads") or 1) for m in sub.models}
     return {
         "wall_s": wall,
@@ -122,6 +140,8 @@ def run_federated(suite: SuiteConfig, bench_names: list[str]) -> dict[str, Any]:
             for s in stats
         ],  # fmt: skip
         "predictions": {f"{r.model}/{r.benchmark}/{r.index}": r.prediction for r in recs},
+        "t_start": t0_wall, "t_inference_start": t_inf0, "probe": probed,
+        "done_at": done_at,
         "by_benchmark": _by_benchmark(
             [(r.benchmark, r.output.usage.completion_tokens if r.output and r.output.usage else 0) for r in recs]
         ),  # fmt: skip

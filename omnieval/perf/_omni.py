@@ -1,0 +1,258 @@
+"""``omnieval bench federated --config``: federated vs conventional evaluation per modality, the paper's Table 7.
+
+One invocation, three modes over the same benchmarks, order rotated between repeats so drift hits every mode:
+
+* ``conventional_sequential`` — each framework evaluates its benchmark with its own in-process model, one process
+  after another (``_conventional.py``); end to end = first spawn → last exit;
+* ``conventional_concurrent`` — the same processes at once, each pinned to its share of the cores;
+* ``federated`` — ``run_suite`` on the suite: one pool serves every benchmark at once; end to end = Ray start-up
+  (measured once, charged to every repeat) + the whole run (replica start-up, inference, scoring, artifact).
+
+Per modality, a conventional job's own process wall is compared with the federated run's time to that modality's
+last result (from the run's start, so the federated side pays all of the pool's start-up in every row). The engine's
+own batching gain (output tok/s at 16 concurrent requests vs 1, ``_engine_probe.batching_gain``) is measured on the
+live federated replica after the first federated run and printed beside the speedups. The optional
+``same_engine_suite`` adds today's per-process vs federated comparison on identical llama.cpp engines.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from omnieval.perf._common import median
+from omnieval.perf._conventional import ConventionalJob, plan_jobs, run_jobs
+
+Mode = Literal["conventional_sequential", "conventional_concurrent", "federated"]
+MODES: tuple[Mode, ...] = ("conventional_sequential", "conventional_concurrent", "federated")
+
+
+class ConventionalEntry(ConventionalJob):
+    modality: Literal["text", "image", "video", "audio"]
+    """The row this benchmark belongs to."""
+
+
+class FederatedBenchConfig(BaseModel):
+    """``examples/bench_federated.yaml``: paths are relative to the file."""
+
+    model_config = ConfigDict(extra="forbid")
+    suite: str
+    """The federated suite: its pool serves every benchmark below at once."""
+    same_engine_suite: str | None = None
+    """A llama.cpp suite for the per-process vs federated comparison on identical engines (pooling alone)."""
+    conventional: list[ConventionalEntry]
+    """One entry per benchmark of ``suite``: how it is evaluated conventionally."""
+    probe_model: str | None = None
+    """Suite model whose replica's batching gain is measured (default: the first vLLM model)."""
+
+
+def load_config(path: str | Path) -> tuple[FederatedBenchConfig, Path, Path | None]:
+    p = Path(path)
+    cfg = FederatedBenchConfig.model_validate(yaml.safe_load(p.read_text()))
+    same = (p.parent / cfg.same_engine_suite).resolve() if cfg.same_engine_suite else None
+    return cfg, (p.parent / cfg.suite).resolve(), same
+
+
+def _probe(model: str | None) -> Any:
+    def probe(replicas: list[Any]) -> dict[str, Any] | None:
+        from omnieval.perf._engine_probe import batching_gain
+
+        for r in replicas:
+            if r.endpoint is not None and (r.model == model or (model is None and r.engine == "vllm")):
+                gain = batching_gain(r.endpoint.base_url, r.endpoint.served_model_name, api_key=r.endpoint.api_key)
+                return {"replica": r.replica_id, "model": r.model, "engine": r.engine, **gain}
+        return None
+
+    return probe
+
+
+def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = print) -> dict[str, Any]:
+    from cluster import connect
+    from omnieval._suite import load_suite
+    from omnieval.perf._common import no_cache, shutdown_ray
+    from omnieval.perf._federated import bench_federated, run_federated
+
+    cfg, suite_path, same_path = load_config(config)
+    suite = no_cache(load_suite(suite_path))
+    keys = {b.key: b.name for b in suite.benchmarks}
+    names = {j.benchmark: j for j in cfg.conventional}
+    missing = [k for k, n in keys.items() if k not in names and n not in names]
+    if missing:
+        raise ValueError(f"{config}: conventional has no entry for suite benchmarks {missing}")
+    modality: dict[str, str] = {n: j.modality for j in cfg.conventional for n in (j.benchmark, keys.get(j.benchmark, j.benchmark))}
+    modality |= {k: modality.get(n, modality.get(k, "text")) for k, n in keys.items()}
+    seq_jobs = plan_jobs(list(cfg.conventional), suite_path, cpus=cpus, concurrent=False)
+    conc_jobs = plan_jobs(list(cfg.conventional), suite_path, cpus=cpus, concurrent=True)
+    rows: list[dict[str, Any]] = []
+    probe_result: dict[str, Any] | None = None
+    t0 = time.monotonic()
+    started = bool(connect(suite.ray).get("started"))
+    ray_init_s = time.monotonic() - t0
+    try:
+        for rep in range(repeats):
+            order = list(MODES) if rep % 2 == 0 else list(reversed(MODES))
+            for mode in order:
+                log(f"[repeat {rep + 1}/{repeats}] {mode} ...")
+                if mode == "federated":
+                    probe = _probe(cfg.probe_model) if probe_result is None else None
+                    r = run_federated(suite, list(keys), probe=probe)
+                    probe_result = probe_result or r.get("probe")
+                    row = _federated_row(r, rep, ray_init_s, modality)
+                else:
+                    c = run_jobs(seq_jobs if mode == "conventional_sequential" else conc_jobs,
+                                 concurrent=mode == "conventional_concurrent", log=log)  # fmt: skip
+                    row = _conventional_row(mode, c, rep, modality)
+                rows.append(row)
+                log(f"    {mode}: end to end {row['e2e_s']:.1f} s, inference {row['inference_s']:.1f} s, "
+                    f"{row['output_tokens']} output tokens, {row['records']} records")  # fmt: skip
+    finally:
+        shutdown_ray(started)
+    same = None
+    if same_path is not None:
+        log(f"same-engine comparison ({same_path.name}) ...")
+        same = bench_federated(load_suite(same_path), threads_total=cpus, repeats=repeats, log=log)
+    return {"config": str(config), "suite": str(suite_path), "cpus": cpus, "repeats": repeats,
+            "ray_init_s": ray_init_s, "rows": rows, "engine_batching": probe_result,
+            "summary": summarise(rows), "same_engine": same}  # fmt: skip
+
+
+def _conventional_row(mode: str, c: dict[str, Any], rep: int, modality: dict[str, str]) -> dict[str, Any]:
+    per: dict[str, dict[str, float]] = {}
+    for j in c["jobs"]:
+        m = per.setdefault(
+            modality[j["benchmark"]], {"e2e_s": 0.0, "inference_s": 0.0, "output_tokens": 0, "records": 0}
+        )
+        m["e2e_s"] += j["e2e_s"]
+        m["inference_s"] += j["inference_s"]
+        m["output_tokens"] += j["output_tokens"]
+        m["records"] += j["records"]
+    tokens = sum(j["output_tokens"] for j in c["jobs"])
+    return {
+        "mode": mode, "repeat": rep, "e2e_s": c["e2e_s"], "inference_s": c["inference_s"], "output_tokens": tokens,
+        "records": sum(j["records"] for j in c["jobs"]), "errors": sum(j["errors"] for j in c["jobs"]),
+        "output_tokens_per_s": tokens / max(c["inference_s"], 1e-9),
+        "engine_utilisation": c["inference_s"] / max(c["e2e_s"], 1e-9), "by_modality": per,
+        "jobs": [{k: v for k, v in j.items() if k != "predictions"} for j in c["jobs"]],
+    }  # fmt: skip
+
+
+def _federated_row(r: dict[str, Any], rep: int, ray_init_s: float, modality: dict[str, str]) -> dict[str, Any]:
+    e2e = ray_init_s + r["e2e_s"]
+    per: dict[str, dict[str, float]] = {}
+    for bench, d in r["by_benchmark"].items():
+        m = per.setdefault(
+            modality.get(bench, "text"), {"e2e_s": 0.0, "inference_s": 0.0, "output_tokens": 0, "records": 0}
+        )
+        done = r["done_at"].get(bench)
+        if done is not None:  # time to this modality's last result, from the run's start (+ Ray start-up)
+            m["e2e_s"] = max(m["e2e_s"], ray_init_s + done - r["t_start"])
+            m["inference_s"] = max(m["inference_s"], done - r["t_inference_start"])
+        m["output_tokens"] += d["output_tokens"]
+        m["records"] += d["records"]
+    engines = r["engines"]
+    return {
+        "mode": "federated", "repeat": rep, "e2e_s": e2e, "inference_s": r["wall_s"],
+        "output_tokens": r["output_tokens"], "records": r["records"], "errors": r["errors"],
+        "output_tokens_per_s": r["output_tokens"] / max(r["wall_s"], 1e-9),
+        "engine_utilisation": r["wall_s"] / max(e2e, 1e-9), "pool_up_s": r["pool_up_s"], "by_modality": per,
+        "engines": engines,
+    }  # fmt: skip
+
+
+def _ratio(rows: list[dict[str, Any]], base: str, key: str, modality: str | None = None) -> dict[str, Any]:
+    """Ratio of medians (base ÷ federated) with the per-repeat paired range."""
+
+    def val(r: dict[str, Any]) -> float | None:
+        v = r[key] if modality is None else r["by_modality"].get(modality, {}).get(key)
+        return float(v) if v else None
+
+    b = {r["repeat"]: val(r) for r in rows if r["mode"] == base}
+    f = {r["repeat"]: val(r) for r in rows if r["mode"] == "federated"}
+    pairs = [b[k] / f[k] for k in b if f.get(k) and b[k]]  # type: ignore[operator]
+    bm, fm = median([v for v in b.values() if v]), median([v for v in f.values() if v])
+    return {"ratio_of_medians": bm / fm if fm else None, "per_repeat": pairs,
+            "range": [min(pairs), max(pairs)] if pairs else []}  # fmt: skip
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"overall": {}, "modalities": {}}
+    for mode in MODES:
+        rs = [r for r in rows if r["mode"] == mode]
+        out["overall"][mode] = {k: median([r[k] for r in rs]) for k in
+                                ("e2e_s", "inference_s", "output_tokens_per_s", "engine_utilisation", "output_tokens")}  # fmt: skip
+    for base in MODES[:2]:
+        out["overall"][f"speedup_vs_{base}"] = {k: _ratio(rows, base, k) for k in ("e2e_s", "inference_s")}
+    mods = sorted({m for r in rows for m in r["by_modality"]})
+    for m in mods:
+        d: dict[str, Any] = {}
+        for mode in MODES:
+            vals = [r["by_modality"][m] for r in rows if r["mode"] == mode and m in r["by_modality"]]
+            d[mode] = {k: median([v[k] for v in vals]) for k in ("e2e_s", "inference_s", "output_tokens", "records")}
+            d[mode]["output_tokens_per_s"] = d[mode]["output_tokens"] / max(d[mode]["inference_s"], 1e-9)
+        for base in MODES[:2]:
+            d[f"speedup_vs_{base}"] = {k: _ratio(rows, base, k, m) for k in ("e2e_s", "inference_s")}
+        out["modalities"][m] = d
+    return out
+
+
+def plot(result: dict[str, Any], path: Path) -> Path | None:
+    from omnieval.perf._common import pyplot
+
+    plt = pyplot()
+    if plt is None:
+        return None
+    s = result["summary"]
+    groups = [*s["modalities"], "overall"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    width = 0.27
+    for ax, key, title in zip(
+        axes, ("e2e_s", "inference_s"), ("end-to-end wall (s)", "inference wall (s)"), strict=True
+    ):
+        for j, mode in enumerate(MODES):
+            vals = [(s["overall"] if g == "overall" else s["modalities"][g])[mode][key] for g in groups]
+            ax.bar([i + (j - 1) * width for i in range(len(groups))], vals, width, label=mode.replace("_", " "))
+        ax.set_xticks(range(len(groups)), groups)
+        ax.set_title(title)
+    axes[0].legend(fontsize=8)
+    sp = s["overall"]["speedup_vs_conventional_sequential"]["e2e_s"]["ratio_of_medians"] or 0.0
+    gain = (result.get("engine_batching") or {}).get("ratio")
+    fig.suptitle(f"federated vs conventional ({result['cpus']} CPUs, {result['repeats']} repeats): end to end "
+                 f"{sp:.2f}x vs sequential" + (f"; engine batching gain 16 vs 1: {gain:.1f}x" if gain else ""))  # fmt: skip
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def report(res: dict[str, Any]) -> list[str]:
+    """The printed table: every speedup beside its baseline, ratio of medians and per-repeat range."""
+    s = res["summary"]
+    lines = []
+
+    def fmt(r: dict[str, Any]) -> str:
+        rm = r["ratio_of_medians"]
+        rng = r["range"]
+        return f"{rm:.2f}x ({rng[0]:.2f}-{rng[1]:.2f})" if rm and rng else "n/a"
+
+    for g, d in [*s["modalities"].items(), ("overall", s["overall"])]:
+        cs, cc, fd = d["conventional_sequential"], d["conventional_concurrent"], d["federated"]
+        lines.append(
+            f"{g:8s} e2e: sequential {cs['e2e_s']:.1f} s | concurrent {cc['e2e_s']:.1f} s | federated {fd['e2e_s']:.1f} s"
+            f" -> {fmt(d['speedup_vs_conventional_sequential']['e2e_s'])} vs sequential, "
+            f"{fmt(d['speedup_vs_conventional_concurrent']['e2e_s'])} vs concurrent; inference: "
+            f"{cs['inference_s']:.1f} / {cc['inference_s']:.1f} / {fd['inference_s']:.1f} s -> "
+            f"{fmt(d['speedup_vs_conventional_sequential']['inference_s'])}; tok/s "
+            f"{cs['output_tokens_per_s']:.1f} / {cc['output_tokens_per_s']:.1f} / {fd['output_tokens_per_s']:.1f}"
+        )
+    o = s["overall"]
+    lines.append("engine utilisation (inference share of the end-to-end wall): " + ", ".join(
+        f"{m} {o[m]['engine_utilisation']:.2f}" for m in MODES))  # fmt: skip
+    g = res.get("engine_batching")
+    if g:
+        lines.append(f"engine batching gain ({g['engine']} {g['model']}): {g['tok_s_1']:.1f} tok/s at 1 request, "
+                     f"{g['tok_s_saturated']:.1f} at {g['concurrency']} -> {g['ratio']:.2f}x")  # fmt: skip
+    return lines

@@ -1,0 +1,109 @@
+"""`bench federated --config`: how the conventional jobs are planned, and how modes are summarised and compared.
+
+The runners themselves load real models (torch): tests/serving/test_conventional_baseline.py, in the vLLM tier.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from omnieval.perf._conventional import ConventionalJob, _compat_processor, _union, plan_jobs
+from omnieval.perf._omni import FederatedBenchConfig, load_config, report, summarise
+
+REPO = Path(__file__).resolve().parents[3]
+CONFIG = REPO / "examples/bench_federated.yaml"
+
+
+def _job(bench: str, runner: str = "builtin") -> ConventionalJob:
+    return ConventionalJob(benchmark=bench, runner=runner, model_class="transformers", pretrained="/m")  # type: ignore[arg-type]
+
+
+def test_union_counts_overlaps_once() -> None:
+    assert _union([(0, 10), (20, 25)]) == 15  # sequential: the sum
+    assert _union([(0, 10), (5, 12), (11, 13), (20, 21)]) == 14  # concurrent: overlaps once
+    assert _union([(0, 10), (2, 3)]) == 10
+
+
+def test_shipped_config_covers_every_suite_benchmark_with_the_right_task() -> None:
+    cfg, suite, same = load_config(CONFIG)
+    assert suite == (REPO / "examples/bench_omni.yaml").resolve() and same is not None and same.exists()
+    jobs = plan_jobs(list(cfg.conventional), suite, cpus=2, concurrent=False)
+    by = {j["benchmark"]: j for j in jobs}
+    assert set(by) == {"gsm8k", "tiny_shapes", "clip_qa", "asr_tiny"}
+    assert {j.modality for j in cfg.conventional} == {"text", "image", "video", "audio"}
+    # framework jobs resolve to the suite's framework task, with its offline data files and token budget
+    assert by["gsm8k"]["key"] == "lmeval:gsm8k" and by["gsm8k"]["framework"] == "lmeval"
+    assert by["gsm8k"]["options"]["data_files"]["test"].endswith("gsm8k_format_asdiv.jsonl")
+    assert by["asr_tiny"]["generation"]["max_tokens"] == 48 and by["gsm8k"]["generation"]["max_tokens"] == 64
+    assert all(j["cores"] == [0, 1] and not j["pin"] for j in jobs)  # sequential: every core, unpinned
+
+
+def test_concurrent_jobs_get_disjoint_core_shares() -> None:
+    suite = REPO / "examples/bench_omni.yaml"
+    four = [_job(b) for b in ("gsm8k", "tiny_shapes", "clip_qa", "asr_tiny")]
+    assert [j["cores"] for j in plan_jobs(four, suite, cpus=2, concurrent=True)] == [[0], [1], [0], [1]]
+    two = [_job("clip_qa"), _job("asr_tiny")]
+    planned = plan_jobs(two, suite, cpus=4, concurrent=True)
+    assert [j["cores"] for j in planned] == [[0, 1], [2, 3]] and all(j["pin"] for j in planned)
+
+
+def test_unknown_benchmark_and_unknown_keys_are_errors() -> None:
+    with pytest.raises(ValueError, match=r"'nope' is not in .*asr_tiny"):
+        plan_jobs([_job("nope")], REPO / "examples/bench_omni.yaml", cpus=2, concurrent=False)
+    with pytest.raises(ValidationError, match="extra"):
+        FederatedBenchConfig.model_validate({"suite": "s.yaml", "conventional": [], "oops": 1})
+
+
+def _row(mode: str, rep: int, e2e: float, inf: float, video_e2e: float) -> dict[str, Any]:
+    return {"mode": mode, "repeat": rep, "e2e_s": e2e, "inference_s": inf, "output_tokens": 100,
+            "output_tokens_per_s": 100 / inf, "engine_utilisation": inf / e2e,
+            "by_modality": {"video": {"e2e_s": video_e2e, "inference_s": inf / 2, "output_tokens": 40, "records": 4}}}  # fmt: skip
+
+
+def test_summary_is_the_ratio_of_medians_with_the_paired_range() -> None:
+    rows = [
+        _row("conventional_sequential", 0, 300, 200, 100), _row("conventional_concurrent", 0, 240, 180, 90),
+        _row("federated", 0, 100, 40, 50),
+        _row("conventional_sequential", 1, 330, 220, 120), _row("conventional_concurrent", 1, 250, 190, 95),
+        _row("federated", 1, 150, 50, 40),
+        _row("conventional_sequential", 2, 360, 210, 110), _row("conventional_concurrent", 2, 260, 185, 92),
+        _row("federated", 2, 110, 45, 45),
+    ]  # fmt: skip
+    s = summarise(rows)
+    sp = s["overall"]["speedup_vs_conventional_sequential"]["e2e_s"]
+    assert sp["ratio_of_medians"] == pytest.approx(330 / 110)
+    assert sp["per_repeat"] == pytest.approx([3.0, 2.2, 360 / 110])
+    assert sp["range"] == pytest.approx([2.2, 360 / 110])
+    v = s["modalities"]["video"]
+    assert v["speedup_vs_conventional_concurrent"]["e2e_s"]["ratio_of_medians"] == pytest.approx(92 / 45)
+    assert v["federated"]["output_tokens_per_s"] == pytest.approx(40 / 22.5)
+    lines = report({"summary": s, "engine_batching": {"engine": "vllm", "model": "m", "tok_s_1": 30.0,
+                                                      "tok_s_saturated": 300.0, "concurrency": 16, "ratio": 10.0}})  # fmt: skip
+    assert any(ln.startswith("overall") and "3.00x (2.20-3.27) vs sequential" in ln for ln in lines)
+    assert lines[-1].endswith("-> 10.00x")
+
+
+def test_lmms_processor_shim_renames_audios_and_drops_empty_media() -> None:
+    seen: dict[str, Any] = {}
+
+    class Proc:
+        tokenizer = "tok"
+
+        def __call__(self, **kw: Any) -> str:
+            seen.update(kw)
+            return "ok"
+
+    class LM:
+        processor = Proc()
+
+    lm = LM()
+    _compat_processor(lm)
+    assert lm.processor(text=["t"], images=["i"], videos=[], audios=[]) == "ok"
+    assert seen == {"text": ["t"], "images": ["i"]} and lm.processor.tokenizer == "tok"
+    seen.clear()
+    lm.processor(text=["t"], images=[], videos=[], audios=["a"])
+    assert seen == {"text": ["t"], "audio": ["a"]}
