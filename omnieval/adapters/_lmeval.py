@@ -122,6 +122,17 @@ def task_config(task: str, options: dict[str, Any]) -> Any:
     return cfg
 
 
+def evaluate_kwargs(options: dict[str, Any], limit: int | None) -> dict[str, Any]:
+    """``simple_evaluate``'s arguments for a suite task (besides model and tasks): the adapter and ``bench
+    federated``'s conventional baseline run the task identically."""
+    return dict(
+        num_fewshot=options.get("num_fewshot"), limit=limit, log_samples=True,
+        apply_chat_template=bool(options.get("apply_chat_template", True)),
+        fewshot_as_multiturn=bool(options.get("fewshot_as_multiturn", True)), random_seed=0, numpy_random_seed=0,
+        torch_random_seed=0, fewshot_random_seed=0, bootstrap_iters=0,
+    )  # fmt: skip
+
+
 class LMEvalAdapter(FrameworkAdapter):
     name: ClassVar[str] = "lmeval"
     pip_line: ClassVar[str] = PIP_LINE
@@ -131,12 +142,7 @@ class LMEvalAdapter(FrameworkAdapter):
         lm_eval, _ = _import_lm_eval()
         lm = make_pool_lm(bridge, generation)
         cfg = task_config(task, options)
-        res = lm_eval.simple_evaluate(
-            model=lm, tasks=[cfg], num_fewshot=options.get("num_fewshot"), limit=limit, log_samples=True,
-            apply_chat_template=bool(options.get("apply_chat_template", True)),
-            fewshot_as_multiturn=bool(options.get("fewshot_as_multiturn", True)), random_seed=0, numpy_random_seed=0,
-            torch_random_seed=0, fewshot_random_seed=0, bootstrap_iters=0,
-        )  # fmt: skip
+        res = lm_eval.simple_evaluate(model=lm, tasks=[cfg], **evaluate_kwargs(options, limit))
         name = next(iter(res["results"]))
         bench = f"lmeval:{task}"
         records = self._records(res["samples"][name], lm, bench=bench, model=model)

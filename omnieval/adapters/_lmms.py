@@ -124,6 +124,15 @@ def task_manager(task: str, options: dict[str, Any], scratch: Path) -> tuple[Any
     return TaskManager(verbosity="WARNING", include_path=str(scratch), include_defaults=False), alias
 
 
+def evaluate_kwargs(options: dict[str, Any], limit: int | None) -> dict[str, Any]:
+    """``simple_evaluate``'s arguments for a suite task (besides model, tasks and task manager): the adapter and
+    ``bench federated``'s conventional baseline run the task identically."""
+    return dict(
+        num_fewshot=options.get("num_fewshot"), limit=limit, log_samples=True, bootstrap_iters=0, random_seed=0,
+        numpy_random_seed=0, torch_random_seed=0, fewshot_random_seed=0, process_docs_parallel=1, verbosity="WARNING",
+    )  # fmt: skip
+
+
 class LMMSEvalAdapter(FrameworkAdapter):
     name: ClassVar[str] = "lmms"
     pip_line: ClassVar[str] = PIP_LINE
@@ -136,11 +145,7 @@ class LMMSEvalAdapter(FrameworkAdapter):
         lm = make_pool_lmms(bridge, generation)
         with tempfile.TemporaryDirectory(prefix="omnieval-lmms-") as scratch:
             tm, name = task_manager(task, options, Path(scratch))
-            res = simple_evaluate(
-                model=lm, tasks=[name], task_manager=tm, num_fewshot=options.get("num_fewshot"), limit=limit,
-                log_samples=True, bootstrap_iters=0, random_seed=0, numpy_random_seed=0, torch_random_seed=0,
-                fewshot_random_seed=0, process_docs_parallel=1, verbosity="WARNING",
-            )  # fmt: skip
+            res = simple_evaluate(model=lm, tasks=[name], task_manager=tm, **evaluate_kwargs(options, limit))
         if not res:
             raise OmnievalUserError(f"lmms-eval returned no results for {task!r}")
         bench = f"lmms:{task}"

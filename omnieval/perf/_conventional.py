@@ -87,10 +87,10 @@ def plan_jobs(jobs: list[ConventionalJob], suite_path: Path, *, cpus: int, concu
 
 def run_jobs(jobs: list[dict[str, Any]], *, concurrent: bool, log: Any = print) -> dict[str, Any]:
     """Run the workers (one after another, or all at once); walls from the first spawn to the last exit."""
-    tmp = Path(tempfile.mkdtemp(prefix="omnieval-bench-conv-"))
     results: list[dict[str, Any]] = []
     t0 = time.time()
-    try:
+    with tempfile.TemporaryDirectory(prefix="omnieval-bench-conv-") as scratch:
+        tmp = Path(scratch)
 
         def spawn(i: int, job: dict[str, Any]) -> tuple[subprocess.Popen[bytes], Path, float]:
             jp, rp = tmp / f"job{i}.json", tmp / f"result{i}.json"
@@ -98,8 +98,10 @@ def run_jobs(jobs: list[dict[str, Any]], *, concurrent: bool, log: Any = print) 
             py = os.path.expanduser(job["python"]) if job.get("python") else sys.executable
             env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                    "OMP_NUM_THREADS": str(len(job["cores"]))}  # fmt: skip
-            return subprocess.Popen([py, "-m", "omnieval.perf._conventional", str(jp), str(rp)], env=env,
-                                    stdout=subprocess.DEVNULL, stderr=open(tmp / f"log{i}.txt", "wb")), rp, time.time()  # fmt: skip
+            with open(tmp / f"log{i}.txt", "wb") as err:  # the child keeps its own copy of the handle
+                p = subprocess.Popen([py, "-m", "omnieval.perf._conventional", str(jp), str(rp)], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+            return p, rp, time.time()
 
         def collect(i: int, p: subprocess.Popen[bytes], rp: Path, t_spawn: float, t_exit: float) -> None:
             if p.returncode != 0:
@@ -132,10 +134,6 @@ def run_jobs(jobs: list[dict[str, Any]], *, concurrent: bool, log: Any = print) 
                 p, rp, ts = spawn(i, j)
                 p.wait()
                 collect(i, p, rp, ts, time.time())
-    finally:
-        for f in tmp.iterdir():
-            f.unlink()
-        tmp.rmdir()
     t_end = max(r["t_exit"] for r in results)
     windows = sorted((r["t_inf0"], r["t_inf1"]) for r in results)
     return {"e2e_s": t_end - t0, "inference_s": _union(windows), "jobs": results}
@@ -174,7 +172,7 @@ def _lmeval(job: dict[str, Any]) -> dict[str, Any]:
     import lm_eval
     from lm_eval.api.registry import get_model
 
-    from omnieval.adapters._lmeval import task_config
+    from omnieval.adapters._lmeval import evaluate_kwargs, task_config
 
     _torch_threads(len(job["cores"]))
     args = {"pretrained": os.path.expanduser(job["pretrained"]), "dtype": "bfloat16", "device": "cpu",
@@ -184,13 +182,8 @@ def _lmeval(job: dict[str, Any]) -> dict[str, Any]:
     opts = job["options"]
     cfg = task_config(job["task"], opts)
     t_inf0 = time.time()
-    res = lm_eval.simple_evaluate(
-        model=lm, tasks=[cfg], num_fewshot=opts.get("num_fewshot"), limit=job["limit"], log_samples=True,
-        apply_chat_template=bool(opts.get("apply_chat_template", True)),
-        fewshot_as_multiturn=bool(opts.get("fewshot_as_multiturn", True)), random_seed=0, numpy_random_seed=0,
-        torch_random_seed=0, fewshot_random_seed=0, bootstrap_iters=0,
-        gen_kwargs=f"max_gen_toks={_max_tokens(job)},do_sample=False,temperature=0",
-    )  # fmt: skip
+    res = lm_eval.simple_evaluate(model=lm, tasks=[cfg], **evaluate_kwargs(opts, job["limit"]),
+                                  gen_kwargs=f"max_gen_toks={_max_tokens(job)},do_sample=False,temperature=0")  # fmt: skip
     t_inf1 = time.time()
     name = next(iter(res["results"]))
     preds = {str(s["doc_id"]): s["resps"][0][0] for s in res["samples"][name]}
@@ -202,7 +195,7 @@ def _lmms(job: dict[str, Any]) -> dict[str, Any]:
     from lmms_eval.evaluator import simple_evaluate
     from lmms_eval.models import get_model
 
-    from omnieval.adapters._lmms import task_manager
+    from omnieval.adapters._lmms import evaluate_kwargs, task_manager
 
     _torch_threads(len(job["cores"]))
     cls = get_model(job["model_class"])
@@ -217,11 +210,7 @@ def _lmms(job: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="omnieval-conv-lmms-") as scratch:
         tm, name = task_manager(job["task"], opts, Path(scratch))
         t_inf0 = time.time()
-        res = simple_evaluate(
-            model=lm, tasks=[name], task_manager=tm, num_fewshot=opts.get("num_fewshot"), limit=job["limit"],
-            log_samples=True, bootstrap_iters=0, random_seed=0, numpy_random_seed=0, torch_random_seed=0,
-            fewshot_random_seed=0, process_docs_parallel=1, verbosity="WARNING",
-        )  # fmt: skip
+        res = simple_evaluate(model=lm, tasks=[name], task_manager=tm, **evaluate_kwargs(opts, job["limit"]))
         t_inf1 = time.time()
     preds = {str(s["doc_id"]): _first_text(s["resps"]) for s in res["samples"][name]}
     proc = getattr(lm, "processor", None)

@@ -78,15 +78,13 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
 
     cfg, suite_path, same_path = load_config(config)
     suite = no_cache(load_suite(suite_path))
-    keys = {b.key: b.name for b in suite.benchmarks}
-    names = {j.benchmark: j for j in cfg.conventional}
-    missing = [k for k, n in keys.items() if k not in names and n not in names]
-    if missing:
-        raise ValueError(f"{config}: conventional has no entry for suite benchmarks {missing}")
-    modality: dict[str, str] = {n: j.modality for j in cfg.conventional for n in (j.benchmark, keys.get(j.benchmark, j.benchmark))}
-    modality |= {k: modality.get(n, modality.get(k, "text")) for k, n in keys.items()}
     seq_jobs = plan_jobs(list(cfg.conventional), suite_path, cpus=cpus, concurrent=False)
     conc_jobs = plan_jobs(list(cfg.conventional), suite_path, cpus=cpus, concurrent=True)
+    missing = sorted({b.key for b in suite.benchmarks} - {j["key"] for j in seq_jobs})
+    if missing:
+        raise ValueError(f"{config}: conventional has no entry for suite benchmarks {missing}")
+    # Records carry the suite key; conventional results the entry's name
+    modality = {n: j["modality"] for j in seq_jobs for n in (j["key"], j["benchmark"])}
     rows: list[dict[str, Any]] = []
     probe_result: dict[str, Any] | None = None
     t0 = time.monotonic()
@@ -99,7 +97,7 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
                 log(f"[repeat {rep + 1}/{repeats}] {mode} ...")
                 if mode == "federated":
                     probe = _probe(cfg.probe_model) if probe_result is None else None
-                    r = run_federated(suite, list(keys), probe=probe)
+                    r = run_federated(suite, [b.key for b in suite.benchmarks], probe=probe)
                     probe_result = probe_result or r.get("probe")
                     row = _federated_row(r, rep, ray_init_s, modality)
                 else:
