@@ -92,6 +92,10 @@ class ScoreRow(_Model):
     """Evaluation framework."""
     modality: str = "text"
     """Modality of the benchmark."""
+    stderr: float | None = None
+    """Standard error of ``value`` on the same scale, where the framework computes one (lm-eval, lmms-eval)."""
+    error: str | None = None
+    """Why the benchmark produced no score at all (a framework task that failed whole): what, where, fix."""
 
 
 class RunManifest(_Model):
@@ -101,8 +105,9 @@ class RunManifest(_Model):
     """Unique run id (also the directory name)."""
     suite_name: str
     """Suite name from the config."""
-    status: Literal["running", "completed", "failed", "interrupted"] = "running"
-    """Run state; a resumable run is ``running`` or ``interrupted``."""
+    status: Literal["running", "completed", "partial", "failed", "interrupted"] = "running"
+    """Run state; ``partial``: finished, but a benchmark failed whole (its score row holds the error) — resumable,
+    which retries only what failed; ``running`` and ``interrupted`` are resumable too."""
     error: str | None = None
     """Fatal error message for a failed run."""
     created: str

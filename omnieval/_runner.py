@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import secrets
 import socket
 import time
@@ -92,12 +93,33 @@ def build_records(suite: SuiteConfig) -> tuple[list[Record], dict[str, Benchmark
     return list(iter_records(suite, specs)), specs
 
 
+def check_frameworks(suite: SuiteConfig) -> None:
+    """Every framework task resolved (name, options, local files) in its framework's interpreter, before deploy."""
+    from omnieval.adapters._check import check_in
+    from omnieval.core import OmnievalUserError
+
+    by_env: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
+    for i, b in enumerate(suite.benchmarks):
+        if b.framework == "builtin":
+            continue
+        env = suite.frameworks.get(b.framework)
+        by_env.setdefault((env.python if env else None, b.framework), []).append(
+            {"framework": b.framework, "task": b.name, "options": b.options, "where": f"benchmarks[{i}]"})
+    errors = []
+    for (python, fw), items in by_env.items():
+        env = suite.frameworks.get(fw)
+        errors += check_in(python, items, dict(env.env_vars) if env else None)
+    if errors:
+        raise OmnievalUserError("; ".join(errors))
+
+
 def preflight(suite: SuiteConfig) -> None:
     """Fail before any deploy on inputs that would otherwise surface as replica start-up failures."""
     import httpx
 
     from omnieval.core import OmnievalUserError
 
+    check_frameworks(suite)
     for i, m in enumerate(suite.models):
         src = m.source
         if src.kind == "path" and not Path(src.path).expanduser().exists():
@@ -264,7 +286,7 @@ def run_suite(
                 log.warning("pool release failed: %r", e)
     timings["total_s"] = time.monotonic() - t_start
     manifest.timings = timings
-    manifest.status = "completed"
+    manifest.status = "partial" if any(s.error for s in manifest.scores) else "completed"
     write_manifest(run_dir, manifest)
     return RunResult(run_dir=run_dir, manifest=manifest)
 
@@ -292,6 +314,15 @@ def _execute(
     needed |= {b.judge for b in suite.benchmarks if b.judge}
     needed |= {m.name for b in suite.benchmarks if b.framework != "builtin" for m in suite.models
                if (b.models is None or m.name in b.models) and not _fw_file(run_dir, b.key, m.name).exists()}  # fmt: skip
+    cache_path = None
+    if suite.cache.enabled:
+        from pool import default_cache_path
+
+        cache_path = suite.cache.path or str(default_cache_path())
+    pool_cfg = suite.pool
+    # framework actors start first: they import their framework, index its tasks and build their requests while
+    # the engines load; their first requests wait for a replica
+    fw_refs = _start_frameworks(suite, run_dir, controller, pool_cfg, cache_path)
     for m in suite.models:
         if m.name in needed:
             ray.get(controller.ensure_model.remote(m, plan.manifest.run_id))
@@ -300,12 +331,6 @@ def _execute(
     # replica at its concurrency ceiling: the adaptive limits, not this window, decide what is sent
     inflight = sum(suite.pool.max_inflight_per_replica * max(m.replicas, m.max_replicas or 0)
                    for m in suite.models if m.name in needed) or 1  # fmt: skip
-    cache_path = None
-    if suite.cache.enabled:
-        from pool import default_cache_path
-
-        cache_path = suite.cache.path or str(default_cache_path())
-    pool_cfg = suite.pool
     clients = [
         EvalClient.remote(controller, pool_cfg, suite.seed, i, cache_path, plan.video_inputs)  # type: ignore[attr-defined]
         for i in range(suite.pool.clients)
@@ -314,7 +339,6 @@ def _execute(
     ray.get([c.ready.remote() for c in clients])
     timings["clients_up_s"] = time.monotonic() - t0
     t0 = time.monotonic()
-    fw_refs = _start_frameworks(suite, run_dir, controller, pool_cfg, cache_path)
     tally = _Tally()
     seq_specs = {k: s for k, s in specs.items() if s.sequential_turns}
     # multi-turn conversations that feed the model's own answers back run in turn waves; their Records are few and
@@ -478,7 +502,8 @@ def _start_frameworks(
             opts = dict(b.options)
             if isinstance(opts.get("data_files"), dict):  # actors may run elsewhere: ship absolute paths
                 opts["data_files"] = {k: str(Path(v).resolve()) for k, v in opts["data_files"].items()}
-            ref = actor.run.remote(b.framework, task=b.name, options=opts, model=m.name, limit=b.limit, generation=gen)
+            ref = actor.run.remote(b.framework, task=b.name, options=opts, model=m.name, limit=b.limit, generation=gen,
+                                   workdir=os.getcwd())  # fmt: skip
             refs.append((b.key, m.name, ref))
     return refs
 
@@ -494,10 +519,16 @@ def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, 
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
         key, model = pending.pop(ready[0])
-        res: FrameworkResult = ray.get(ready[0])
+        try:
+            res: FrameworkResult = ray.get(ready[0])
+        except Exception as e:  # noqa: BLE001 - one framework task's failure must not lose the suite's other results
+            res = framework_failure(key, model, _cfg(suite, key).framework, e)
+            log.error("%s", res.error)
+        else:  # only a finished task is persisted: a resumed run retries a failed one
+            res.benchmark = res.benchmark or key
+            _fw_file(run_dir, key, model).write_text(res.model_dump_json())
         for sc in res.scores:
             sc.engine = engines[model]
-        _fw_file(run_dir, key, model).write_text(res.model_dump_json())
         got[(key, model)] = res
     out = []
     for b in suite.benchmarks:
@@ -510,16 +541,36 @@ def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, 
     return out
 
 
+def framework_failure(key: str, model: str, framework: str, exc: BaseException) -> Any:
+    """A framework task that raised, as that benchmark's error row: one line (what, where, fix) instead of a
+    traceback that ends the run."""
+    from omnieval.adapters import FrameworkResult
+    from omnieval.core import user_message
+
+    cause = getattr(exc, "cause", None) or exc  # a RayTaskError wraps the actor's own exception
+    msg = user_message(cause) if isinstance(cause, Exception) else str(cause)
+    text = f"{type(cause).__name__}: {msg}".splitlines()[0][:500]
+    fix = "see the framework actor's log above"
+    low = text.lower()
+    if any(w in low for w in ("offline", "couldn't reach", "connectionerror", "dataset", "hub")):
+        fix = ("its dataset could not be loaded; run it on local files (options.data_files, or your own task "
+               "YAMLs in options.include_path) or allow downloads (unset HF_DATASETS_OFFLINE / HF_HUB_OFFLINE)")
+    line = f"{key} on {model} failed in its {framework} actor: {text} — fix: {fix}"
+    row = ScoreRow(model=model, benchmark=key, metric="error", value=None, num_samples=0, framework=framework,
+                   error=line)  # fmt: skip
+    return FrameworkResult(records=[], scores=[row], benchmark=key, error=line)
+
+
 def _framework_provenance(suite: SuiteConfig, results: list[Any]) -> list[BenchmarkProvenance]:
     out = []
     for b in suite.benchmarks:
         if b.framework == "builtin":
             continue
-        res = next((r for r in results if r.records and r.records[0].benchmark == b.key), None)
+        res = next((r for r in results if r.benchmark == b.key), None)
         out.append(BenchmarkProvenance(
             name=b.key, version=";".join(f"{k}={v}" for k, v in (res.versions if res else {}).items()) or "unknown",
             framework=b.framework, task_type=b.name,
-            num_samples=sum(1 for res in results for r in res.records if r.benchmark == b.key),
+            num_samples=len(res.records) if res else 0,
             generation={**suite.generation.model_dump(), **b.generation.as_dict()}, metrics=[{"options": b.options}],
         ))  # fmt: skip
     return out

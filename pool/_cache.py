@@ -23,8 +23,12 @@ if TYPE_CHECKING:
     from pool._dispatch import Dispatcher
 
 
-def cache_key(*, model_id: dict[str, Any], messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
-    blob = json.dumps({"model": model_id, "messages": messages, "options": options}, sort_keys=True, ensure_ascii=False)
+def cache_key(*, model_id: dict[str, Any], messages: list[dict[str, Any]], options: dict[str, Any],
+              prompt: str | None = None) -> str:  # fmt: skip
+    parts: dict[str, Any] = {"model": model_id, "messages": messages, "options": options}
+    if prompt is not None:  # a raw-prompt completion; chat keys stay as they were
+        parts["prompt"] = prompt
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -76,7 +80,8 @@ class CacheLookup:
 
 
 async def lookup_response(
-    cache: ResponseCache | None, dispatcher: Dispatcher, messages: list[dict[str, Any]], options: GenerationOptions
+    cache: ResponseCache | None, dispatcher: Dispatcher, messages: list[dict[str, Any]], options: GenerationOptions,
+    prompt: str | None = None,
 ) -> CacheLookup:
     """The response cache's answer to ``messages`` on the dispatcher's model, for every pool user (client actors,
     the framework bridge): keyed on the model's identity, so a request is cacheable only once a healthy replica has
@@ -87,7 +92,7 @@ async def lookup_response(
     ident = dispatcher.model_identity()
     if ident is None or ident["sha256"] is None:
         return CacheLookup()
-    key = cache_key(model_id=ident, messages=messages, options=options.model_dump())
+    key = cache_key(model_id=ident, messages=messages, options=options.model_dump(), prompt=prompt)
     return CacheLookup(cache, key, cache.get(key))
 
 

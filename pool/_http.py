@@ -13,7 +13,7 @@ import time
 import aiohttp
 
 from omnieval.core import ReplicaDead, RequestFailed
-from serving import Endpoint, GenerationRequest, GenerationResult, chat_payload, parse_chat_completion
+from serving import Endpoint, GenerationRequest, GenerationResult, parse_completion, request_route
 
 
 class HttpTransport:
@@ -44,13 +44,15 @@ class HttpTransport:
         return h
 
     async def chat(self, ep: Endpoint, request: GenerationRequest, replica_id: str) -> GenerationResult:
-        """One chat completion; ``RequestFailed`` for a failed request, ``ReplicaDead`` when the server is gone."""
+        """One chat (or raw-prompt text) completion; ``RequestFailed`` for a failed request, ``ReplicaDead`` when the
+        server is gone."""
         session = self._open()
         base = ep.url_for(self.client_ip)
-        body = json.dumps(chat_payload(request, ep.served_model_name, ep.dialect)).encode()
+        path, payload = request_route(request, ep.served_model_name, ep.dialect)
+        body = json.dumps(payload).encode()
         t0 = time.monotonic()
         try:
-            async with session.post(base + "/chat/completions", data=body, headers=self._hdrs(ep)) as resp:
+            async with session.post(base + path, data=body, headers=self._hdrs(ep)) as resp:
                 raw = await resp.read()
                 status = resp.status
         except asyncio.TimeoutError:
@@ -61,7 +63,7 @@ class HttpTransport:
             raise ReplicaDead(f"{base} stopped answering: {e!r}", replica_id=replica_id) from None
         if status >= 400:
             raise RequestFailed(f"HTTP {status}: {raw[:300].decode(errors='replace')}")
-        res = parse_chat_completion(raw, request.request_id, time.monotonic() - t0)
+        res = parse_completion(raw, request.request_id, time.monotonic() - t0)
         res.replica_id = replica_id
         return res
 

@@ -17,7 +17,7 @@ from serving._llamacpp_bin import LLAMACPP_VERSION, build_llama_server, find_lla
 from serving._managed import ManagedServer, free_port, ray_node_ip
 from serving._messages import prompt_text, to_openai
 from serving._models import resolve_model
-from serving._openai import OpenAIEngine, chat_payload, parse_chat_completion
+from serving._openai import OpenAIEngine, chat_payload, parse_chat_completion, parse_completion, request_route
 from serving._simulated import DEFAULT_PROFILE, SIMULATED_TEXT, EngineProfile, PrefixCache, block_hashes
 from serving._types import Endpoint, EngineSpec, EngineStats, GenerationRequest, GenerationResult, TokenLogprob
 
@@ -71,8 +71,10 @@ __all__ = [
     "free_port",
     "gguf_to_hf",
     "parse_chat_completion",
+    "parse_completion",
     "prompt_text",
     "ray_node_ip",
+    "request_route",
     "resolve_model",
     "to_openai",
 ]

@@ -85,6 +85,43 @@ def chat_payload(req: GenerationRequest, served_model_name: str, dialect: str = 
     return body
 
 
+def completion_payload(req: GenerationRequest, served_model_name: str) -> dict[str, Any]:
+    """The ``/v1/completions`` body for a raw-prompt request (no chat template; the server tokenizes the text as
+    lm-eval's ``local-completions`` client has it do)."""
+    o = req.options
+    body: dict[str, Any] = {"model": served_model_name, "prompt": req.prompt, "temperature": o.temperature,
+                            "top_p": o.top_p, "max_tokens": o.max_tokens}  # fmt: skip
+    if o.stop:
+        body["stop"] = o.stop
+    if o.seed is not None:
+        body["seed"] = o.seed
+    return body
+
+
+def request_route(req: GenerationRequest, served_model_name: str, dialect: str = "openai") -> tuple[str, dict[str, Any]]:
+    """Path and body of a request on an OpenAI-compatible server: a chat, or a raw-prompt text completion."""
+    if req.prompt is not None:
+        return "/completions", completion_payload(req, served_model_name)
+    return "/chat/completions", chat_payload(req, served_model_name, dialect)
+
+
+def parse_completion(raw: bytes, request_id: str, latency_s: float) -> GenerationResult:
+    """A chat or text completion response body → ``GenerationResult``."""
+    try:
+        data = json.loads(raw)
+        choice = data["choices"][0]
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        raise RequestFailed(f"malformed response ({e!r}): {raw[:200]!r}") from None
+    if "message" in choice or "text" not in choice:
+        return parse_chat_completion(raw, request_id, latency_s)
+    usage = data.get("usage") or {}
+    return GenerationResult(
+        request_id=request_id, text=_decode_text(choice.get("text")), finish_reason=choice.get("finish_reason"),
+        prompt_tokens=int(usage.get("prompt_tokens") or 0), completion_tokens=int(usage.get("completion_tokens") or 0),
+        engine_latency_s=latency_s,
+    )  # fmt: skip
+
+
 def _token_logprobs(choice: dict[str, Any]) -> list[TokenLogprob] | None:
     content = (choice.get("logprobs") or {}).get("content")
     if not content:
@@ -203,9 +240,8 @@ class OpenAIEngine(Engine):
         t0 = time.monotonic()
         with self._track():
             try:
-                r = await self._client.post(
-                    "/chat/completions", json=chat_payload(request, self.served_model_name, self.dialect)
-                )
+                path, body = request_route(request, self.served_model_name, self.dialect)
+                r = await self._client.post(path, json=body)
             except httpx.TimeoutException:
                 raise RequestFailed(f"timeout after {self.timeout_s}s", timeout=True) from None
             except (httpx.ConnectError, httpx.RemoteProtocolError) as e:
@@ -214,7 +250,7 @@ class OpenAIEngine(Engine):
                 raise RequestFailed(f"connection error: {e!r}") from None
             if r.status_code >= 400:
                 raise RequestFailed(f"HTTP {r.status_code}: {r.text[:300]}")
-            result = parse_chat_completion(r.content, request.request_id, time.monotonic() - t0)
+            result = parse_completion(r.content, request.request_id, time.monotonic() - t0)
         return self._account(result)
 
     async def shutdown(self) -> None:

@@ -254,7 +254,8 @@ class TransformersEngine(Engine):
         torch, tok = self._torch, self._tok
         t0 = time.monotonic()
         o = reqs[0].options
-        ids = [chat_token_ids(tok, r.messages, self.name) for r in reqs]
+        ids = [chat_token_ids(tok, r.messages, self.name) if r.prompt is None else [int(i) for i in tok.encode(r.prompt)]
+               for r in reqs]  # a raw prompt is tokenized as is, with the tokenizer's own special-token default
         width = max(len(x) for x in ids)
         pad = tok.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=self._model.device)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from omnieval.core import GenerationOptions, ModelSource
 
@@ -42,7 +42,7 @@ class GenerationRequest(BaseModel):
     request_id: str
     """Unique id (model/benchmark/index/attempt) used in logs and for exactly-once accounting."""
     messages: list[dict[str, Any]]
-    """OpenAI chat messages (content parts for media)."""
+    """OpenAI chat messages (content parts for media); empty for a raw ``prompt``."""
     options: GenerationOptions
     """Decoding options."""
     grammar: str | None = None
@@ -50,6 +50,15 @@ class GenerationRequest(BaseModel):
     replies a program parses, such as a judge's verdict. None = free text."""
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     """Also return each generated token's log-probability and the ``top_logprobs`` most likely alternatives."""
+    prompt: str | None = None
+    """Raw text continued with no chat template (``/v1/completions``), as lm-eval's ``local-completions`` client
+    sends a task with ``apply_chat_template`` off; None sends ``messages`` as a chat."""
+
+    @model_validator(mode="after")
+    def _one_input(self) -> GenerationRequest:
+        if (self.prompt is None) == (not self.messages):
+            raise ValueError("a request carries chat messages or a raw prompt, exactly one of them")
+        return self
 
 
 class TokenLogprob(BaseModel):

@@ -24,10 +24,16 @@ class FrameworkClient:
         self.cache_path = cache_path
 
     def run(self, framework: str, *, task: str, options: dict[str, Any], model: str, limit: int | None,
-            generation: GenerationOptions) -> FrameworkResult:  # fmt: skip
+            generation: GenerationOptions, workdir: str | None = None) -> FrameworkResult:  # fmt: skip
+        """``workdir``: the driver's working directory, where relative paths inside task files resolve (as for the
+        framework's own CLI run there), when this node has it."""
+        import os
+
         from omnieval.adapters import ADAPTERS
         from omnieval.adapters._bridge import PoolBridge
 
+        if workdir and os.path.isdir(workdir):
+            os.chdir(workdir)
         adapter = ADAPTERS.get(framework)()
         bridge = PoolBridge(model, self.controller, self.pool_cfg, seed=self.seed, cache_path=self.cache_path)
         try:

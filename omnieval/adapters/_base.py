@@ -27,6 +27,10 @@ class FrameworkResult(BaseModel):
     """Framework package versions (provenance)."""
     raw: dict[str, Any] = Field(default_factory=dict)
     """The framework's own results block, kept for inspection."""
+    benchmark: str = ""
+    """The suite entry's key (``<framework>:<task>``); subtasks of a group are ``<key>/<subtask>``."""
+    error: str | None = None
+    """Set when the task failed whole: what, where, fix (its score row says the same)."""
     finished_at: float | None = None
     """Unix time the task finished in its actor (``bench federated`` times each task of a run that ran them all)."""
 
@@ -46,27 +50,60 @@ def cache_meta(result: GenerationResult | BaseException | None) -> dict[str, Any
     return {"cache_hit": True} if isinstance(result, GenerationResult) and result.from_cache else {}
 
 
-def harness_scores(
-    results: dict[str, Any], *, model: str, benchmark: str, records: list[Record], framework: str,
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _leaves(name: str, group_subtasks: dict[str, list[str]]) -> list[str]:
+    subs = group_subtasks.get(name)
+    if not subs:
+        return [name]
+    return [leaf for s in subs for leaf in _leaves(s, group_subtasks)]
+
+
+def harness_rows(
+    res: dict[str, Any], *, top: str, benchmark: str, model: str, records: list[Record], framework: str,
     unit_metrics: set[str], modality: str = "text",
 ) -> list[ScoreRow]:  # fmt: skip
-    """lm-eval-style ``{"metric,filter": value}`` results → ScoreRows (shared by lm-eval and its fork lmms-eval);
-    metrics the harness reports on 0–1 are scaled to omnieval's 0–100."""
+    """Every entry of an lm-eval-style results block (lm-eval and its fork lmms-eval) as ScoreRows: the suite's
+    task or group itself (``benchmark``), and each subtask and subgroup under it (``benchmark/<name>``), with the
+    values and standard errors exactly as the harness computed them (groups size-weighted where it weights them).
+    Metrics the harness reports on 0–1 are scaled to omnieval's 0–100, their standard errors too."""
+    results: dict[str, dict[str, Any]] = res.get("results", {})
+    groups: dict[str, list[str]] = res.get("group_subtasks", {}) or {}
+    n_samples = res.get("n-samples", {}) or {}
+    by_bench: dict[str, list[Record]] = {}
+    for r in records:
+        by_bench.setdefault(r.benchmark, []).append(r)
     rows = []
-    n_err = sum(1 for r in records if r.error)
-    for key, value in results.items():
-        if "," not in key or "_stderr" in key or not isinstance(value, (int, float)):
-            continue
-        metric, filt = key.split(",", 1)
-        scale = 100.0 if metric in unit_metrics else 1.0
-        rows.append(ScoreRow(model=model, benchmark=benchmark, metric=f"{metric}/{filt}", value=round(scale * value, 4),
-                             num_samples=len(records), num_errors=n_err, framework=framework, modality=modality))  # fmt: skip
+    for name, block in results.items():
+        bench = benchmark if name == top else f"{benchmark}/{name}"
+        leaves = _leaves(name, groups)
+        leaf_benches = {benchmark if leaf == top else f"{benchmark}/{leaf}" for leaf in leaves}
+        recs = [r for b in leaf_benches for r in by_bench.get(b, [])]
+        n = sum(int((n_samples.get(leaf) or {}).get("effective", 0)) for leaf in leaves) or len(recs)
+        n_err = sum(1 for r in recs if r.error)
+        for key, value in block.items():
+            if "," not in key or "_stderr" in key or _num(value) is None:
+                continue
+            metric, filt = key.split(",", 1)
+            scale = 100.0 if metric in unit_metrics else 1.0
+            se = _num(block.get(f"{metric}_stderr,{filt}"))
+            rows.append(ScoreRow(
+                model=model, benchmark=bench, metric=f"{metric}/{filt}", value=round(scale * float(value), 4),
+                stderr=None if se is None else round(scale * se, 4), num_samples=n, num_errors=n_err,
+                framework=framework, modality=modality,
+            ))  # fmt: skip
     return rows
 
 
 class FrameworkAdapter(ABC):
     name: ClassVar[str]
     pip_line: ClassVar[str]
+
+    def check(self, task: str, options: dict[str, Any], where: str) -> None:  # noqa: B027 - optional hook
+        """Before anything is deployed: the task exists (did-you-mean), its options are the framework's, its
+        local files are there. Raises ``OmnievalUserError`` naming ``where``; the default checks nothing."""
 
     @abstractmethod
     def run(self, *, task: str, options: dict[str, Any], model: str, bridge: Any, limit: int | None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -30,17 +31,20 @@ class PoolBridge:
         self.cache = ResponseCache(cache_path) if cache_path else None
         self.sent = 0
         self.cache_hits = 0
+        self.ready_timeout_s = 3600.0
+        self._is_ready = False
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     async def _one(self, req: GenerationRequest) -> GenerationResult | BaseException:
-        cached = await lookup_response(self.cache, self.dispatcher, req.messages, req.options)
+        cached = await lookup_response(self.cache, self.dispatcher, req.messages, req.options, prompt=req.prompt)
         if cached.hit is not None:
             self.cache_hits += 1
             return cached.hit.model_copy(update={"from_cache": True})  # the adapter's Record says so
         routing = RoutingRequest(
-            model=self.model, prompt_text=prompt_text(req.messages), est_tokens=req.options.max_tokens
+            model=self.model, prompt_text=req.prompt if req.prompt is not None else prompt_text(req.messages),
+            est_tokens=req.options.max_tokens,
         )
         try:
             res, _, _ = await self.dispatcher.submit(req, routing)
@@ -50,8 +54,21 @@ class PoolBridge:
         cached.store(res)
         return res
 
+    async def _ready(self) -> None:
+        """Wait until the model has a replica that reported its identity: the framework actor starts while the
+        engines load, and a request sent before would skip the response cache."""
+        deadline = time.monotonic() + self.ready_timeout_s
+        while True:
+            await self.dispatcher.refresh(force=True)
+            if self.dispatcher.model_identity() is not None or time.monotonic() > deadline:
+                return  # past the deadline the requests themselves report what is wrong
+            await asyncio.sleep(0.5)
+
     def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult | BaseException]:
         async def all_() -> list[GenerationResult | BaseException]:
+            if not self._is_ready:
+                await self._ready()
+                self._is_ready = True
             return list(await asyncio.gather(*(self._one(r) for r in requests)))
 
         return self._run(all_())

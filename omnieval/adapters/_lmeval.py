@@ -1,15 +1,20 @@
 """lm-evaluation-harness adapter: a registered lm-eval ``LM`` whose requests go through the pool.
 
-Any lm-eval task runs by name with its own prompts, filters and metrics; the scores are lm-eval's own. Bundled tasks
-run offline on local files by overriding their dataset (``data_files``), keeping prompt, filters and metrics.
+Any lm-eval task, group or task file runs with lm-eval's own prompts, filters, metrics, aggregation and standard
+errors, at lm-eval's own defaults. Requests go out as lm-eval's API clients would send them: a raw prompt to
+``/v1/completions`` (``local-completions``), or chat messages when ``apply_chat_template`` is on
+(``local-chat-completions``), so the same server scores the same through omnieval and through ``lm_eval``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 from typing import Any, ClassVar
 
-from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_scores, import_framework
+from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_rows, import_framework
+from omnieval.adapters._lmeval_tasks import evaluate_kwargs, resolve_task, task_manager, task_spec, top_name
 from omnieval.core import (
     GenerationOptions,
     Message,
@@ -23,23 +28,55 @@ from omnieval.core import (
 from serving import GenerationRequest, GenerationResult
 
 PIP_LINE = "pip install 'omnieval[lmeval]'"
-_UNIT_METRICS = {"acc", "acc_norm", "exact_match", "f1", "mcc", "em", "pass@1"}
+_UNIT_METRICS = {"acc", "acc_norm", "exact_match", "f1", "mcc", "em", "pass@1", "pass_at_1", "brier_score"}
+_SENT_KWARGS = {"until", "max_gen_toks", "max_tokens", "temperature", "top_p", "do_sample"}
+"""Generation kwargs the pool sends (as lm-eval's API clients do); others are reported, not silently dropped."""
+log = logging.getLogger("omnieval")
 
 
 def _import_lm_eval() -> Any:
     return import_framework("the lm-eval adapter", PIP_LINE, "lm_eval", "lm_eval.api.model:LM")
 
 
-def _messages(ctx: Any) -> list[dict[str, Any]]:
-    text = getattr(ctx, "prompt", ctx)
-    if isinstance(text, str) and text.startswith("["):
-        try:
-            msgs = json.loads(text)
-            if isinstance(msgs, list) and all(isinstance(m, dict) and "role" in m for m in msgs):
-                return msgs
-        except json.JSONDecodeError:
-            pass
-    return [{"role": "user", "content": str(text)}]
+class ChatPrompt(str):
+    """A templated context: the chat as JSON (what ``PoolLM.apply_chat_template`` returns), told apart from a raw
+    prompt by its type, never by its text."""
+
+
+def _chat(ctx: Any) -> list[dict[str, Any]] | None:
+    """The chat messages of a templated context, None for a raw prompt."""
+    if isinstance(ctx, ChatPrompt):
+        text = str(ctx)
+    elif hasattr(ctx, "prompt"):  # lm-eval's own JsonChatStr
+        text = ctx.prompt
+    else:
+        return None
+    msgs = json.loads(text)
+    if not (isinstance(msgs, list) and all(isinstance(m, dict) and "role" in m for m in msgs)):
+        raise OmnievalUserError(f"lm-eval gave a chat context that is not a message list: {text[:200]}")
+    return msgs
+
+
+def _key(ctx: Any) -> str:
+    return str(getattr(ctx, "prompt", ctx))
+
+
+def request_for(i: int, ctx: Any, kw: dict[str, Any], generation: GenerationOptions) -> GenerationRequest:
+    """One ``generate_until`` request as lm-eval's ``local-completions`` / ``local-chat-completions`` build it:
+    ``max_gen_toks`` (else the suite's ``max_tokens``, 256 = lm-eval's default), temperature 0 unless set, the
+    task's ``until`` as stop strings (chat: the first 4, as lm-eval sends them)."""
+    kw = dict(kw or {})
+    msgs = _chat(ctx)
+    max_tokens = kw.get("max_tokens", kw.get("max_gen_toks", generation.max_tokens))
+    until = kw.get("until") or []
+    stop = [until] if isinstance(until, str) else list(until)
+    opts = GenerationOptions(
+        temperature=float(kw.get("temperature", 0.0) or 0.0), top_p=float(kw.get("top_p", 1.0)),
+        max_tokens=int(max_tokens), stop=stop[:4] if msgs is not None else stop, seed=generation.seed,
+    )  # fmt: skip
+    if msgs is not None:
+        return GenerationRequest(request_id=f"lmeval/{i}", messages=msgs, options=opts)
+    return GenerationRequest(request_id=f"lmeval/{i}", messages=[], prompt=str(ctx), options=opts)
 
 
 def make_pool_lm(bridge: Any, generation: GenerationOptions) -> Any:
@@ -47,13 +84,14 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions) -> Any:
     _, LM = _import_lm_eval()
 
     class PoolLM(LM):  # type: ignore[misc, valid-type]
-        """Keeps chat messages structured (``apply_chat_template`` returns JSON) so the engine applies the model's
-        own chat template; a framework batch is sent as concurrent pool requests."""
+        """``apply_chat_template`` returns the chat as JSON so the engine applies the model's own template; a
+        framework batch is sent as concurrent pool requests."""
 
         def __init__(self) -> None:
             super().__init__()
             self.failures: dict[str, str] = {}
             self.results: dict[str, GenerationResult] = {}
+            self.ignored_kwargs: set[str] = set()
 
         @property
         def tokenizer_name(self) -> str:
@@ -63,23 +101,21 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions) -> Any:
             return "omnieval-pool"
 
         def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-            return json.dumps(chat_history)
+            return ChatPrompt(json.dumps(chat_history, ensure_ascii=False))
 
         def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
             reqs = []
             for i, r in enumerate(requests):
                 ctx, kw = r.args
-                until = kw.get("until") or []
-                opts = GenerationOptions(
-                    temperature=float(kw.get("temperature", generation.temperature) or 0.0),
-                    max_tokens=int(kw.get("max_gen_toks", generation.max_tokens)),
-                    stop=[until] if isinstance(until, str) else list(until)[:4],
-                    seed=generation.seed,
-                )
-                reqs.append(GenerationRequest(request_id=f"lmeval/{i}", messages=_messages(ctx), options=opts))
+                extra = set(kw or {}) - _SENT_KWARGS
+                if extra - self.ignored_kwargs:
+                    log.warning("lm-eval generation kwargs %s are not sent through the pool (sent: %s)",
+                                sorted(extra - self.ignored_kwargs), sorted(_SENT_KWARGS))  # fmt: skip
+                    self.ignored_kwargs |= extra
+                reqs.append(request_for(i, ctx, kw, generation))
             out = []
-            for req, res in zip(reqs, bridge.generate(reqs), strict=True):
-                key = json.dumps(req.messages)
+            for r, res in zip(requests, bridge.generate(reqs), strict=True):
+                key = _key(r.args[0])
                 if isinstance(res, BaseException):
                     self.failures[key] = f"{type(res).__name__}: {res}"
                     out.append("")
@@ -100,58 +136,43 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions) -> Any:
     return PoolLM()
 
 
-def task_config(task: str, options: dict[str, Any]) -> Any:
-    """The task by name, or the bundled task with its dataset replaced by local files (fully offline)."""
-    if "data_files" not in options:
-        return task
-    import copy
-
-    from lm_eval.tasks import TaskManager
-
-    tm = TaskManager()
-    if task not in tm.task_index:
-        raise OmnievalUserError(f"lm-eval has no task {task!r}; `lm-eval ls tasks` lists them")
-    cfg = copy.deepcopy(dict(tm.task_index[task].cfg))  # the bundled YAML with its includes resolved
-    cfg.update(
-        task=options.get("alias", f"{task}_local"), tag=[], dataset_path="json", dataset_name=None,
-        dataset_kwargs={"data_files": options["data_files"]},
-    )  # fmt: skip
-    for split in ("training_split", "validation_split", "fewshot_split"):
-        if cfg.get(split) and cfg[split] not in options["data_files"]:
-            cfg[split] = None
-    return cfg
-
-
-def evaluate_kwargs(options: dict[str, Any], limit: int | None) -> dict[str, Any]:
-    """``simple_evaluate``'s arguments for a suite task (besides model and tasks): the adapter and ``bench
-    federated``'s conventional baseline run the task identically."""
-    return dict(
-        num_fewshot=options.get("num_fewshot"), limit=limit, log_samples=True,
-        apply_chat_template=bool(options.get("apply_chat_template", True)),
-        fewshot_as_multiturn=bool(options.get("fewshot_as_multiturn", True)), random_seed=0, numpy_random_seed=0,
-        torch_random_seed=0, fewshot_random_seed=0, bootstrap_iters=0,
-    )  # fmt: skip
+def check(task: str, options: dict[str, Any], where: str) -> None:
+    """Pre-deploy check of a suite entry (name, options, local files); raises ``OmnievalUserError``."""
+    _import_lm_eval()
+    resolve_task(task, options, where=where)
 
 
 class LMEvalAdapter(FrameworkAdapter):
     name: ClassVar[str] = "lmeval"
     pip_line: ClassVar[str] = PIP_LINE
 
+    def check(self, task: str, options: dict[str, Any], where: str) -> None:
+        check(task, options, where)
+
     def run(self, *, task: str, options: dict[str, Any], model: str, bridge: Any, limit: int | None,
             generation: GenerationOptions) -> FrameworkResult:  # fmt: skip
         lm_eval, _ = _import_lm_eval()
+        resolved = resolve_task(task, options)
+        tm = task_manager(resolved)  # built once: simple_evaluate reuses it
+        spec = task_spec(resolved, tm, options)
         lm = make_pool_lm(bridge, generation)
-        cfg = task_config(task, options)
-        res = lm_eval.simple_evaluate(model=lm, tasks=[cfg], **evaluate_kwargs(options, limit))
-        name = next(iter(res["results"]))
-        bench = f"lmeval:{task}"
-        records = self._records(res["samples"][name], lm, bench=bench, model=model)
-        scores = harness_scores(res["results"][name], model=model, benchmark=bench, records=records,
-                                framework="lmeval", unit_metrics=_UNIT_METRICS)  # fmt: skip
-        return FrameworkResult(
-            records=records, scores=scores, versions={"lm-eval": getattr(lm_eval, "__version__", "?")},
-            raw={"results": res["results"], "configs": json.loads(json.dumps(res.get("configs", {}), default=str))},
-        )  # fmt: skip
+        res = lm_eval.simple_evaluate(model=lm, tasks=[spec], task_manager=tm, **evaluate_kwargs(options, limit))
+        if not res or not res.get("results"):
+            raise OmnievalUserError(f"lm-eval returned no results for {task!r}")
+        bench = f"lmeval:{task if not task.endswith(('.yaml', '.yml')) else os.path.splitext(os.path.basename(task))[0]}"
+        top = top_name(spec)
+        if top not in res["results"] and len(res["samples"]) == 1:
+            top = next(iter(res["samples"]))
+        records = [r for leaf, samples in res["samples"].items()
+                   for r in self._records(samples, lm, bench=bench if leaf == top else f"{bench}/{leaf}", model=model)]  # fmt: skip
+        scores = harness_rows(res, top=top, benchmark=bench, model=model, records=records, framework="lmeval",
+                              unit_metrics=_UNIT_METRICS)  # fmt: skip
+        keep = ("results", "groups", "group_subtasks", "configs", "versions", "n-shot", "higher_is_better", "n-samples")
+        raw = json.loads(json.dumps({k: res[k] for k in keep if k in res}, default=str))
+        if lm.ignored_kwargs:
+            raw["ignored_gen_kwargs"] = sorted(lm.ignored_kwargs)
+        return FrameworkResult(records=records, scores=scores, benchmark=bench,
+                               versions={"lm-eval": getattr(lm_eval, "__version__", "?")}, raw=raw)  # fmt: skip
 
     @staticmethod
     def _records(samples: list[dict[str, Any]], lm: Any, *, bench: str, model: str) -> list[Record]:
@@ -166,9 +187,10 @@ class LMEvalAdapter(FrameworkAdapter):
                 rec.meta.setdefault("filtered", {})[filt] = s["filtered_resps"][0]
                 continue
             ctx = s["arguments"][0][0] if s.get("arguments") else ""
-            msgs = _messages(ctx)
+            chat = _chat(ctx)
+            key = _key(ctx)
+            msgs: list[dict[str, Any]] = chat if chat is not None else [{"role": "user", "content": str(ctx)}]
             raw = s["resps"][0][0] if s.get("resps") and s["resps"][0] else ""
-            key = json.dumps(msgs)
             gen = lm.results.get(key)
             failure = lm.failures.get(key)
             filtered = s["filtered_resps"][0] if s.get("filtered_resps") else None
@@ -183,7 +205,9 @@ class LMEvalAdapter(FrameworkAdapter):
                     usage=Usage(prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens) if gen else None,
                 ),
                 error=RecordError(kind="request_failed", message=failure) if failure else None,
-                metrics=numeric, meta={"filtered": {filt: filtered}, "framework": "lmeval", **cache_meta(gen)},
+                metrics=numeric,
+                meta={"filtered": {filt: filtered}, "framework": "lmeval", **({"raw_prompt": True} if chat is None else {}),
+                      **cache_meta(gen)},
             )  # fmt: skip
             by_doc[doc_id] = rec
         return [by_doc[k] for k in sorted(by_doc)]

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, ClassVar
 
-from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_scores, import_framework
+from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_rows, import_framework
 from omnieval.adapters._media import modality, record_messages
 from omnieval.core import (
     GenerationOptions,
@@ -150,8 +150,8 @@ class LMMSEvalAdapter(FrameworkAdapter):
             raise OmnievalUserError(f"lmms-eval returned no results for {task!r}")
         bench = f"lmms:{task}"
         records = self._records(res["samples"][name], lm, res["results"][name], name=name, bench=bench, model=model)
-        scores = harness_scores(res["results"][name], model=model, benchmark=bench, records=records,
-                                framework="lmms", unit_metrics=_UNIT_METRICS, modality=modality(records))  # fmt: skip
+        scores = harness_rows(res, top=name, benchmark=bench, model=model, records=records, framework="lmms",
+                              unit_metrics=_UNIT_METRICS, modality=modality(records))  # fmt: skip
         return FrameworkResult(
             records=records, scores=scores, versions={"lmms-eval": _version("lmms-eval"), "torch": _version("torch")},
             raw={"results": json.loads(json.dumps(res["results"], default=str)),

@@ -18,7 +18,12 @@ def score_table(manifest: RunManifest) -> Table:
     for col in ("model", "benchmark", "metric", "value", "samples", "errors"):
         t.add_column(col, justify="right" if col in ("value", "samples", "errors") else "left")
     for s in manifest.scores:
-        value = "n/a" if s.value is None else f"{s.value:.2f}"
+        if s.error:
+            value = "FAILED"
+        elif s.value is None:
+            value = "n/a"
+        else:
+            value = f"{s.value:.2f}" + (f" ± {s.stderr:.2f}" if s.stderr is not None else "")
         t.add_row(s.model, s.benchmark, s.metric, value, str(s.num_samples), str(s.num_errors))
     return t
 
@@ -56,4 +61,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     errors = {(s.model, s.benchmark): s.num_errors for s in result.manifest.scores}
     if any(errors.values()):
         print(f"warning: {sum(errors.values())} samples ended with an error (kept in records.parquet)", file=sys.stderr)
+    failed = [s.error for s in result.manifest.scores if s.error]
+    for line in failed:
+        print(f"error: {line}", file=sys.stderr)
+    if failed:  # the other benchmarks' results are in the artifact; `--resume` retries only what failed
+        print(f"omnieval: {len(failed)} benchmark(s) failed; the run is partial (exit 1). Resume with "
+              f"`omnieval run --resume {result.run_dir}` once fixed", file=sys.stderr)
+        return 1
     return 0

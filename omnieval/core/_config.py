@@ -328,6 +328,27 @@ class BenchmarkConfig(_Config):
     """Define the benchmark here instead of naming a registered one: the definition inline, or the path of a YAML
     file holding it (relative to the suite file)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _framework_paths(cls, data: Any, info: ValidationInfo) -> Any:
+        """A framework task given as a YAML file, and ``options.include_path``, are relative to the suite file; made
+        absolute here so the stored config re-runs from anywhere and actors on other nodes get the same paths."""
+        if not isinstance(data, dict) or data.get("framework", "builtin") == "builtin":
+            return data
+        base = Path((info.context or {}).get("base_dir", "."))
+        data = dict(data)
+        name = data.get("name")
+        if isinstance(name, str) and name.endswith((".yaml", ".yml")) and "://" not in name:
+            data["name"] = str((base / name).expanduser().resolve())
+        opts = data.get("options")
+        if isinstance(opts, dict) and opts.get("include_path") is not None:
+            inc = opts["include_path"]
+            paths = [inc] if isinstance(inc, str) else inc
+            if isinstance(paths, list):
+                resolved = [str((base / str(p)).expanduser().resolve()) for p in paths]
+                data["options"] = {**opts, "include_path": resolved[0] if isinstance(inc, str) else resolved}
+        return data
+
     @field_validator("define", mode="before")
     @classmethod
     def _load_definition(cls, value: Any, info: ValidationInfo) -> Any:
@@ -345,6 +366,8 @@ class BenchmarkConfig(_Config):
         """Name in results: ``<framework>:<task>`` for framework tasks; the uniform-prompt variant of a built-in
         benchmark is ``<name>@uniform`` so both can run in one suite."""
         if self.framework != "builtin":
+            if self.name.endswith((".yaml", ".yml")):  # a task file: named by its stem
+                return f"{self.framework}:{Path(self.name).stem}"
             return f"{self.framework}:{self.name}"
         return self.name if self.prompt == "native" else f"{self.name}@uniform"
 

@@ -128,7 +128,7 @@ def select_newest(runs: list[RunManifest]) -> list[Cell]:
     """Per (model, benchmark) keep the cell of the newest *completed* run; ties break on run_id."""
     best: dict[tuple[str, str], tuple[tuple[float, str], Cell]] = {}
     for m in runs:
-        if m.status != "completed":
+        if m.status not in ("completed", "partial"):  # a partial run's failed benchmarks have no value
             continue
         rank = (_created_key(m.created), m.run_id)
         for c in cells_of(m):

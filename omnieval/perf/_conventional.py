@@ -172,7 +172,7 @@ def _lmeval(job: dict[str, Any]) -> dict[str, Any]:
     import lm_eval
     from lm_eval.api.registry import get_model
 
-    from omnieval.adapters._lmeval import evaluate_kwargs, task_config
+    from omnieval.adapters._lmeval_tasks import evaluate_kwargs, resolve_task, task_manager, task_spec
 
     _torch_threads(len(job["cores"]))
     args = {"pretrained": os.path.expanduser(job["pretrained"]), "dtype": "bfloat16", "device": "cpu",
@@ -180,10 +180,13 @@ def _lmeval(job: dict[str, Any]) -> dict[str, Any]:
     lm = get_model(job["model_class"]).create_from_arg_string(",".join(f"{k}={v}" for k, v in args.items()))
     t_loaded = time.time()
     opts = job["options"]
-    cfg = task_config(job["task"], opts)
+    resolved = resolve_task(job["task"], opts)
+    tm = task_manager(resolved)
+    cfg = task_spec(resolved, tm, opts)
     t_inf0 = time.time()
-    res = lm_eval.simple_evaluate(model=lm, tasks=[cfg], **evaluate_kwargs(opts, job["limit"]),
-                                  gen_kwargs=f"max_gen_toks={_max_tokens(job)},do_sample=False,temperature=0")  # fmt: skip
+    kwargs = evaluate_kwargs(opts, job["limit"])
+    kwargs["gen_kwargs"] = f"max_gen_toks={_max_tokens(job)},do_sample=False,temperature=0"
+    res = lm_eval.simple_evaluate(model=lm, tasks=[cfg], task_manager=tm, **kwargs)
     t_inf1 = time.time()
     name = next(iter(res["results"]))
     preds = {str(s["doc_id"]): s["resps"][0][0] for s in res["samples"][name]}

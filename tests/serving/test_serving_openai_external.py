@@ -8,9 +8,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from testlib.engine import require_llama_server
+from testlib.llama import llama_server as start_llama_server
 
 from omnieval.core import GenerationOptions, ReplicaDead, RequestFailed
 from serving import free_port
@@ -28,29 +27,8 @@ def _req(i: int, text: str, max_tokens: int = 24) -> GenerationRequest:
 
 @pytest.fixture
 def llama_server(smollm_gguf: Path, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    binary = require_llama_server()
-    port = free_port()
-    log = open(tmp_path / "llama-server.log", "wb")
-    cmd = [str(binary), "-m", str(smollm_gguf), "--host", "127.0.0.1", "--port", str(port), "-t", "2",
-           "-c", "4096", "--parallel", "2", "--no-webui"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, (tmp_path / "llama-server.log").read_text()[-2000:]
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "llama-server not ready in 60 s"
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/v1", proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(timeout=10)
-        log.close()
+    with start_llama_server(smollm_gguf, tmp_path, parallel=2) as server:
+        yield server
 
 
 def test_external_server_joins_as_replica(llama_server: tuple[str, subprocess.Popen[bytes]], timing) -> None:

@@ -1,0 +1,45 @@
+"""A real llama-server started by a test, outside the pool: the server that lm-eval's own clients and omnieval's pool
+(as an external endpoint) are both pointed at when their results must agree."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from serving import free_port
+from testlib.engine import require_llama_server
+
+
+@contextmanager
+def llama_server(model: Path, log_dir: Path, *, parallel: int = 2, ctx: int = 4096, threads: int = 2,
+                 extra: tuple[str, ...] = ()) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:  # fmt: skip
+    """``(base_url ending in /v1, process)`` of a llama-server on loopback, ready to answer; stopped on exit."""
+    binary = require_llama_server()
+    port = free_port()
+    log_path = log_dir / f"llama-server-{port}.log"
+    log = open(log_path, "wb")
+    cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
+           "-c", str(ctx), "--parallel", str(parallel), "--no-webui", *extra]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # readiness is only observable by asking; bounded by the deadline
+            assert proc.poll() is None, log_path.read_text()[-2000:]
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "llama-server not ready in 60 s"
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/v1", proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=10)
+        log.close()
