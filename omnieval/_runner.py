@@ -251,6 +251,7 @@ def run_suite(
     t_start = time.monotonic()
     plan = plan_run(suite, config_path=config_path, output_dir=output_dir, resume_dir=resume_dir)
     suite, run_dir, manifest = plan.suite, plan.run_dir, plan.manifest
+    inline = _start_inline(suite, run_dir)  # framework work that needs no Ray overlaps Ray's start and the deploy
     connect(suite.ray)
     manifest.ray_version = ray.__version__
     manifest.hostnames = cluster_hostnames() or [socket.gethostname()]
@@ -258,7 +259,7 @@ def run_suite(
     timings: dict[str, float] = {}
     stream = _start_verifier_stream(suite)
     try:
-        fw_results, tally = _execute(plan, controller, timings, show_progress, stream)
+        fw_results, tally = _execute(plan, controller, timings, show_progress, stream, inline)
         w = max(timings["inference_s"], 1e-9)
         inferred = tally.answered - tally.cache_hits
         manifest.throughput = {
@@ -272,6 +273,7 @@ def run_suite(
         manifest.models = _model_provenance(suite, ray.get(controller.replicas.remote()))
         _finalize(plan, controller, fw_results, timings, stream)
     except BaseException as e:
+        inline.abandon()
         if stream is not None:
             stream.close()
         manifest.status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
@@ -302,7 +304,8 @@ def _start_verifier_stream(suite: SuiteConfig) -> Any:
 
 
 def _execute(
-    plan: RunPlan, controller: Any, timings: dict[str, float], show_progress: bool | None, stream: Any = None
+    plan: RunPlan, controller: Any, timings: dict[str, float], show_progress: bool | None, stream: Any = None,
+    inline: Any = None,
 ) -> tuple[list[Any], _Tally]:
     """Pool up, then every Record not yet in the checkpoint streams through the client actors into it (and into
     the streaming verifier, when on)."""
@@ -314,11 +317,7 @@ def _execute(
     needed |= {b.judge for b in suite.benchmarks if b.judge}
     needed |= {m.name for b in suite.benchmarks if b.framework != "builtin" for m in suite.models
                if (b.models is None or m.name in b.models) and not _fw_file(run_dir, b.key, m.name).exists()}  # fmt: skip
-    cache_path = None
-    if suite.cache.enabled:
-        from pool import default_cache_path
-
-        cache_path = suite.cache.path or str(default_cache_path())
+    cache_path = _cache_path(suite)
     pool_cfg = suite.pool
     # framework actors start first: they import their framework, index its tasks and build their requests while
     # the engines load; their first requests wait for a replica
@@ -326,14 +325,18 @@ def _execute(
     for m in suite.models:
         if m.name in needed:
             ray.get(controller.ensure_model.remote(m, plan.manifest.run_id))
+    if inline is not None:
+        inline.attach(controller)
     timings["pool_up_s"] = time.monotonic() - t0
     # size the in-flight window for the largest the pool may grow to (elastic scale-out adds replicas), each
     # replica at its concurrency ceiling: the adaptive limits, not this window, decide what is sent
     inflight = sum(suite.pool.max_inflight_per_replica * max(m.replicas, m.max_replicas or 0)
                    for m in suite.models if m.name in needed) or 1  # fmt: skip
+    # client actors only for built-in Records still to infer (framework tasks bring their own client)
+    builtin_left = any(plan.done.get(k, 0) < n for k, n in plan.totals.items())
     clients = [
         EvalClient.remote(controller, pool_cfg, suite.seed, i, cache_path, plan.video_inputs)  # type: ignore[attr-defined]
-        for i in range(suite.pool.clients)
+        for i in range(suite.pool.clients if builtin_left else 0)
     ]
     t0 = time.monotonic()
     ray.get([c.ready.remote() for c in clients])
@@ -364,11 +367,12 @@ def _execute(
                 if stream is not None:  # queued for the judge, which works while inference goes on
                     stream.submit(recs if recs is not None else decode_records(res.lines))
 
-            first = itertools.chain(rest, _fill_history(waves[0], seq_done) if waves else [])
-            _dispatch_all(suite, clients, first, sink, inflight)
-            for wave in waves[1:]:
-                _dispatch_all(suite, clients, _fill_history(wave, seq_done), sink, inflight)
-            fw_results = _finish_frameworks(suite, run_dir, fw_refs)
+            if clients:
+                first = itertools.chain(rest, _fill_history(waves[0], seq_done) if waves else [])
+                _dispatch_all(suite, clients, first, sink, inflight)
+                for wave in waves[1:]:
+                    _dispatch_all(suite, clients, _fill_history(wave, seq_done), sink, inflight)
+            fw_results = _finish_frameworks(suite, run_dir, fw_refs, inline)
     finally:
         ckpt.close()
     for res in fw_results:  # framework tasks count too
@@ -476,15 +480,48 @@ def _fw_file(run_dir: Path, key: str, model: str) -> Path:
     return run_dir / f"framework-{key.replace(':', '_').replace('/', '_')}-{model}.json"
 
 
+def _cache_path(suite: SuiteConfig) -> str | None:
+    if not suite.cache.enabled:
+        return None
+    from pool import default_cache_path
+
+    return suite.cache.path or str(default_cache_path())
+
+
+def _own_interpreter(suite: SuiteConfig, framework: str) -> bool:
+    env = suite.frameworks.get(framework)
+    return env is not None and bool(env.python)
+
+
+def _start_inline(suite: SuiteConfig, run_dir: Path) -> Any:
+    """The framework tasks of frameworks in the driver's own environment, in one driver thread (see
+    ``omnieval.adapters._inline``), started before Ray."""
+    from omnieval.adapters._inline import InlineRunner, InlineTask
+
+    tasks, env = [], {}
+    for b in suite.benchmarks:
+        if b.framework == "builtin" or _own_interpreter(suite, b.framework):
+            continue
+        fw_env = suite.frameworks.get(b.framework)
+        env.update(fw_env.env_vars if fw_env else {})
+        gen = GenerationOptions.model_validate({**suite.generation.model_dump(), **b.generation.as_dict()})
+        for m in suite.models:
+            if (b.models is not None and m.name not in b.models) or _fw_file(run_dir, b.key, m.name).exists():
+                continue
+            tasks.append(InlineTask(key=b.key, model=m.name, framework=b.framework, task=b.name,
+                                    options=dict(b.options), limit=b.limit, generation=gen))  # fmt: skip
+    return InlineRunner(tasks, pool_cfg=suite.pool, seed=suite.seed, cache_path=_cache_path(suite), env=env).start()
+
+
 def _start_frameworks(
     suite: SuiteConfig, run_dir: Path, controller: Any, pool_cfg: PoolConfig, cache_path: str | None
 ) -> list[tuple[str, str, Any]]:
-    """One framework client actor per (task, model), in the framework's own environment when configured."""
+    """One framework client actor per (task, model) of a framework given its own interpreter, run there."""
     from omnieval.adapters._actor import FrameworkClient
 
     refs = []
     for b in suite.benchmarks:
-        if b.framework == "builtin":
+        if b.framework == "builtin" or not _own_interpreter(suite, b.framework):
             continue
         env = suite.frameworks.get(b.framework)
         runtime_env: dict[str, Any] = {}
@@ -508,28 +545,36 @@ def _start_frameworks(
     return refs
 
 
-def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, str, Any]]) -> list[Any]:
-    """Framework results, each persisted whole as it arrives (in completion order, so a resumed run does not redo a
-    task that finished before another failed), returned in suite order."""
+def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, str, Any]],
+                       inline: Any = None) -> list[Any]:  # fmt: skip
+    """Framework results, each persisted whole as it arrives (the driver thread's in their order, then the actors'
+    in completion order, so a resumed run does not redo a finished task), returned in suite order. A task that
+    raised becomes its benchmark's error row and is not persisted, so a resumed run retries it."""
     from omnieval.adapters import FrameworkResult
 
     engines = {m.name: m.engine for m in suite.models}
     got: dict[tuple[str, str], FrameworkResult] = {}
-    pending = {ref: (k, m) for k, m, ref in refs}
-    while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        key, model = pending.pop(ready[0])
+
+    def settle(key: str, model: str, get: Any) -> None:
         try:
-            res: FrameworkResult = ray.get(ready[0])
+            res: FrameworkResult = get()
         except Exception as e:  # noqa: BLE001 - one framework task's failure must not lose the suite's other results
             res = framework_failure(key, model, _cfg(suite, key).framework, e)
             log.error("%s", res.error)
-        else:  # only a finished task is persisted: a resumed run retries a failed one
+        else:
             res.benchmark = res.benchmark or key
             _fw_file(run_dir, key, model).write_text(res.model_dump_json())
         for sc in res.scores:
             sc.engine = engines[model]
         got[(key, model)] = res
+
+    for t in inline.tasks if inline is not None else []:
+        settle(t.key, t.model, t.future.result)
+    pending = {ref: (k, m) for k, m, ref in refs}
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        key, model = pending.pop(ready[0])
+        settle(key, model, lambda ref=ready[0]: ray.get(ref))
     out = []
     for b in suite.benchmarks:
         for m in suite.models:

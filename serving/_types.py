@@ -56,8 +56,8 @@ class GenerationRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_input(self) -> GenerationRequest:
-        if (self.prompt is None) == (not self.messages):
-            raise ValueError("a request carries chat messages or a raw prompt, exactly one of them")
+        if self.prompt is not None and self.messages:
+            raise ValueError("a request carries chat messages or a raw prompt, not both")
         return self
 
 

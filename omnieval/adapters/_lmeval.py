@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from typing import Any, ClassVar
 
 from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_rows, import_framework
@@ -92,6 +93,8 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions) -> Any:
             self.failures: dict[str, str] = {}
             self.results: dict[str, GenerationResult] = {}
             self.ignored_kwargs: set[str] = set()
+            self.requests_s = 0.0
+            """Seconds spent waiting for the pool's answers (the rest of the task is lm-eval's own work)."""
 
         @property
         def tokenizer_name(self) -> str:
@@ -114,7 +117,10 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions) -> Any:
                     self.ignored_kwargs |= extra
                 reqs.append(request_for(i, ctx, kw, generation))
             out = []
-            for r, res in zip(requests, bridge.generate(reqs), strict=True):
+            t0 = time.monotonic()
+            answers = bridge.generate(reqs)
+            self.requests_s += time.monotonic() - t0
+            for r, res in zip(requests, answers, strict=True):
                 key = _key(r.args[0])
                 if isinstance(res, BaseException):
                     self.failures[key] = f"{type(res).__name__}: {res}"
@@ -137,8 +143,8 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions) -> Any:
 
 
 def check(task: str, options: dict[str, Any], where: str) -> None:
-    """Pre-deploy check of a suite entry (name, options, local files); raises ``OmnievalUserError``."""
-    _import_lm_eval()
+    """Pre-deploy check of a suite entry (name, options, local files); raises ``OmnievalUserError``. Cheap: lm-eval's
+    task modules are imported only for the user's own task folders."""
     resolve_task(task, options, where=where)
 
 
@@ -151,12 +157,15 @@ class LMEvalAdapter(FrameworkAdapter):
 
     def run(self, *, task: str, options: dict[str, Any], model: str, bridge: Any, limit: int | None,
             generation: GenerationOptions) -> FrameworkResult:  # fmt: skip
+        t0 = time.monotonic()
         lm_eval, _ = _import_lm_eval()
         resolved = resolve_task(task, options)
         tm = task_manager(resolved)  # built once: simple_evaluate reuses it
         spec = task_spec(resolved, tm, options)
         lm = make_pool_lm(bridge, generation)
+        t1 = time.monotonic()
         res = lm_eval.simple_evaluate(model=lm, tasks=[spec], task_manager=tm, **evaluate_kwargs(options, limit))
+        t2 = time.monotonic()
         if not res or not res.get("results"):
             raise OmnievalUserError(f"lm-eval returned no results for {task!r}")
         bench = f"lmeval:{task if not task.endswith(('.yaml', '.yml')) else os.path.splitext(os.path.basename(task))[0]}"
@@ -171,6 +180,7 @@ class LMEvalAdapter(FrameworkAdapter):
         raw = json.loads(json.dumps({k: res[k] for k in keep if k in res}, default=str))
         if lm.ignored_kwargs:
             raw["ignored_gen_kwargs"] = sorted(lm.ignored_kwargs)
+        raw["timings"] = {"import_and_index_s": t1 - t0, "evaluate_s": t2 - t1, "requests_s": lm.requests_s}
         return FrameworkResult(records=records, scores=scores, benchmark=bench,
                                versions={"lm-eval": getattr(lm_eval, "__version__", "?")}, raw=raw)  # fmt: skip
 

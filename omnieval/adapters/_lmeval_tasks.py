@@ -102,9 +102,15 @@ def _lm_eval_version() -> str:
 
 
 def _tasks_root() -> Path:
-    import lm_eval.tasks
+    """lm-eval's bundled task folder, found without importing ``lm_eval.tasks`` (which loads ``datasets``)."""
+    import importlib.util
 
-    return Path(lm_eval.tasks.__file__).parent
+    spec = importlib.util.find_spec("lm_eval")
+    if spec is None or spec.origin is None:
+        from omnieval.core import MissingDependencyError
+
+        raise MissingDependencyError("the lm-eval adapter", "pip install 'omnieval[lmeval]'")
+    return Path(spec.origin).parent / "tasks"
 
 
 def bundled_index() -> dict[str, dict[str, str | None]]:

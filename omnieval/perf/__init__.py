@@ -70,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     sc.add_argument("--rpc-ms", type=float, default=2.0, help="one-way client-replica hop (from `bench pool`)")
     sc.add_argument("--seed", type=int, default=0)
     common(sc)
+    le = sub.add_parser("lmeval", help="one lm-eval task: lm_eval alone vs the same task in an omnieval run")
+    le.add_argument("--rows", type=int, default=4000, help="requests (distinct gsm8k-schema rows)")
+    le.add_argument("--repeats", type=int, default=3)
+    le.add_argument("--num-concurrent", type=int, default=64, help="lm_eval's local-completions concurrency")
+    common(le)
     va = sub.add_parser("verifier", help="judges vs always-correct and the rule-based metric on the heldout split")
     va.add_argument("--judges", default="trained,untrained", help="comma-separated: trained, untrained")
     va.add_argument("--split", default="heldout", choices=["heldout", "train"])
@@ -252,6 +257,16 @@ def _cmd_verifier(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_lmeval(args: argparse.Namespace) -> int:
+    import omnieval.perf._lmeval as le
+
+    res = le.bench_lmeval(rows=args.rows, repeats=args.repeats, num_concurrent=args.num_concurrent)
+    for line in le.report(res):
+        print(line)
+    _save(args, res, le.plot)
+    return 0
+
+
 def cli_main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(list(argv))
@@ -263,5 +278,6 @@ def cli_main(argv: Sequence[str]) -> int:
         "scale": _cmd_scale,
         "verifier-overhead": _cmd_verifier_overhead,
         "verifier": _cmd_verifier,
+        "lmeval": _cmd_lmeval,
     }
     return handlers[args.what](args)

@@ -16,14 +16,16 @@ IDENTITY = {"fingerprint": "f", "sha256": "0" * 64, "engine": "llamacpp", "engin
 class FakeDispatcher:
     """The dispatcher's surface the bridge uses: one healthy replica's identity and an answering ``submit``."""
 
-    def __init__(self) -> None:
+    def __init__(self, not_ready_for: int = 0) -> None:
         self.submitted: list[str] = []
+        self.refreshes = 0
+        self.not_ready_for = not_ready_for
 
-    async def refresh(self) -> None:
-        return None
+    async def refresh(self, force: bool = False) -> None:
+        self.refreshes += 1
 
-    def model_identity(self) -> dict[str, Any]:
-        return IDENTITY
+    def model_identity(self) -> dict[str, Any] | None:
+        return None if self.refreshes <= self.not_ready_for else IDENTITY
 
     async def submit(self, req: GenerationRequest, routing: Any) -> tuple[GenerationResult, int, float]:
         self.submitted.append(req.request_id)
@@ -53,3 +55,20 @@ def test_a_cache_hit_comes_back_marked_and_the_mark_is_never_stored(tmp_path: Pa
     assert (bridge.sent, bridge.cache_hits) == (1, 1)
     stored = ResponseCache(tmp_path / "responses.sqlite")
     assert '"from_cache"' not in stored._conn().execute("SELECT value FROM responses").fetchone()[0]
+
+
+def test_requests_wait_until_the_model_has_a_replica(tmp_path: Path) -> None:
+    """A framework actor starts while engines load: its first batch waits for a replica instead of being sent (and
+    cached) nowhere; raw-prompt and chat requests of the same text are cached apart."""
+    bridge = PoolBridge("m", None, PoolConfig(), cache_path=str(tmp_path / "responses.sqlite"))
+    fake = FakeDispatcher(not_ready_for=2)
+    bridge.dispatcher = fake  # type: ignore[assignment]
+    chat = GenerationRequest(request_id="c", messages=[{"role": "user", "content": "2+7?"}], options=GenerationOptions())
+    raw = GenerationRequest(request_id="r", messages=[], prompt="2+7?", options=GenerationOptions())
+    try:
+        bridge.generate([chat])
+        assert fake.refreshes >= 3 and fake.submitted == ["c"]  # sent only once the replica reported
+        (again,) = bridge.generate([raw])
+    finally:
+        bridge.close()
+    assert isinstance(again, GenerationResult) and not again.from_cache and fake.submitted == ["c", "r"]

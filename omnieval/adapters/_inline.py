@@ -1,0 +1,101 @@
+"""Framework tasks that run in the driver's own environment, in one driver thread started before Ray.
+
+Why: a framework actor can start only once Ray is up, and then pays a worker's start and the transfer of every
+Record back. lm-eval's own work (importing its task modules, loading the data, rendering every prompt) needs
+neither Ray nor the pool, so it runs here while Ray starts and the engines load; its first batch of requests waits
+for the pool (``attach``). Tasks run one after another, as ``lm_eval`` runs a task list, so lm-eval's global seeds
+are never shared between two tasks at once. A framework given its own interpreter (``frameworks.<name>.python``)
+still runs in a framework client actor there.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from omnieval.adapters._base import FrameworkResult
+from omnieval.core import GenerationOptions, PoolConfig
+
+
+@dataclass
+class InlineTask:
+    key: str
+    model: str
+    framework: str
+    task: str
+    options: dict[str, Any]
+    limit: int | None
+    generation: GenerationOptions
+    future: Future[FrameworkResult] = field(default_factory=Future)
+
+
+class _LazyBridge:
+    """A ``PoolBridge`` built on the first request, once the driver has attached the pool."""
+
+    def __init__(self, owner: InlineRunner, model: str) -> None:
+        self.owner = owner
+        self.model = model
+        self.bridge: Any = None
+
+    def generate(self, requests: list[Any]) -> list[Any]:
+        if self.bridge is None:
+            self.owner.ready.wait()
+            if self.owner.controller is None:
+                raise RuntimeError("the pool did not come up; see the run's error")
+            from omnieval.adapters._bridge import PoolBridge
+
+            self.bridge = PoolBridge(self.model, self.owner.controller, self.owner.pool_cfg, seed=self.owner.seed,
+                                     cache_path=self.owner.cache_path)  # fmt: skip
+        return list(self.bridge.generate(requests))
+
+    def close(self) -> None:
+        if self.bridge is not None:
+            self.bridge.close()
+
+
+class InlineRunner:
+    """One daemon thread running the queued framework tasks in order; ``attach`` lets their requests flow."""
+
+    def __init__(self, tasks: list[InlineTask], *, pool_cfg: PoolConfig, seed: int, cache_path: str | None,
+                 env: dict[str, str]) -> None:  # fmt: skip
+        self.tasks = tasks
+        self.pool_cfg = pool_cfg
+        self.seed = seed
+        self.cache_path = cache_path
+        self.ready = threading.Event()
+        self.controller: Any = None
+        os.environ.update(env)  # the frameworks' env_vars (e.g. HF_DATASETS_OFFLINE) before they import anything
+        self._thread = threading.Thread(target=self._run_all, daemon=True, name="omnieval-frameworks")
+
+    def start(self) -> InlineRunner:
+        if self.tasks:
+            self._thread.start()
+        return self
+
+    def attach(self, controller: Any) -> None:
+        """The pool is up: requests may go out."""
+        self.controller = controller
+        self.ready.set()
+
+    def abandon(self) -> None:
+        """The run failed before the pool came up: waiting tasks fail instead of waiting forever."""
+        self.ready.set()
+
+    def _run_all(self) -> None:
+        from omnieval.adapters import ADAPTERS
+
+        for t in self.tasks:
+            bridge = _LazyBridge(self, t.model)
+            try:
+                adapter = ADAPTERS.get(t.framework)()
+                res = adapter.run(task=t.task, options=t.options, model=t.model, bridge=bridge, limit=t.limit,
+                                  generation=t.generation)  # fmt: skip
+                t.future.set_result(res.model_copy(update={"finished_at": time.time()}))
+            except BaseException as e:  # noqa: BLE001 - handed to the driver, which makes it the task's error row
+                t.future.set_exception(e)
+            finally:
+                bridge.close()
