@@ -12,9 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from testlib.runs import ROOT, run_cli
+from testlib.runs import ROOT, artifact_from, run_cli
 
+from omnieval import read_manifest, read_records
 from omnieval.core import GenerationOptions, OmnievalUserError
+from omnieval.metrics import make_metric
 from serving._types import GenerationRequest, GenerationResult
 
 pytest.importorskip("lm_eval", reason="needs the lmeval extra: pip install 'omnieval[lmeval]'")
@@ -185,3 +187,31 @@ def test_misspelt_task_exits_2_before_any_deploy(tmp_path: Path) -> None:
     assert "benchmarks[1].name" in proc.stderr and "Did you mean: asdiv_gsm8k_plain" in proc.stderr
     assert not (tmp_path / "runs").exists()  # nothing started, not even the run directory
     assert time.monotonic() - t0 < 60
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_lmeval_gsm8k_and_builtin_in_one_suite(tmp_path: Path) -> None:
+    proc = run_cli("run", "examples/lmeval_gsm8k.yaml", "--output-dir", str(tmp_path), "--no-progress",
+                   env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    run = artifact_from(proc.stdout)
+    m = read_manifest(run)
+    lm = {s.metric: s for s in m.scores if s.benchmark == "lmeval:gsm8k"}
+    assert {"exact_match/strict-match", "exact_match/flexible-extract"} <= set(lm)
+    assert all(s.framework == "lmeval" and s.engine == "llamacpp" and s.num_samples == 10 for s in lm.values())
+    records = [r for r in read_records(run) if r.benchmark == "lmeval:gsm8k"]
+    assert len(records) == 10 and all(r.output and r.output.replica for r in records)
+    assert any(r.benchmark == "asdiv_tiny" for r in read_records(run))
+    # throughput counts the framework task's requests too (it printed 0.00 req/s for framework-only suites)
+    assert m.throughput["inferred"] + m.throughput["cache_hits"] == len(read_records(run))
+    assert m.throughput["inferred"] == 0 or m.throughput["requests_per_s"] > 0
+    # the Record holds lm-eval's own per-sample verdicts; their mean is lm-eval's aggregate
+    for metric, row in lm.items():
+        assert row.value == pytest.approx(100 * sum(r.metrics[metric] for r in records) / len(records))
+    # and the shared exact_match, configured like gsm8k's, agrees with lm-eval sample by sample
+    em = make_metric("exact_match", ignore_case=True, ignore_punctuation=False,
+                     regexes_to_ignore=[",", "\\$", "(?s).*#### ", "\\.$"])  # fmt: skip
+    for r in records:
+        filtered = r.meta["filtered"]["strict-match"]
+        assert em.score(filtered, r.label, r) == r.metrics["exact_match/strict-match"], (filtered, r.label)
