@@ -105,9 +105,10 @@ class RunManifest(_Model):
     """Unique run id (also the directory name)."""
     suite_name: str
     """Suite name from the config."""
-    status: Literal["running", "completed", "partial", "failed", "interrupted"] = "running"
+    status: Literal["running", "completed", "partial", "failed", "cancelled", "interrupted"] = "running"
     """Run state; ``partial``: finished, but a benchmark failed whole (its score row holds the error) — resumable,
-    which retries only what failed; ``running`` and ``interrupted`` are resumable too."""
+    which retries a failed framework task; ``cancelled`` (SIGTERM/SIGINT: ``ray job stop``, Ctrl-C), ``failed``,
+    ``running`` and ``interrupted`` (older artifacts) are resumable too."""
     error: str | None = None
     """Fatal error message for a failed run."""
     created: str

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import ray
 
@@ -253,6 +253,9 @@ def run_suite(
     suite, run_dir, manifest = plan.suite, plan.run_dir, plan.manifest
     inline = _start_inline(suite, run_dir)  # framework work that needs no Ray overlaps Ray's start and the deploy
     connect(suite.ray)
+    from omnieval._lifecycle import reinstall
+
+    reinstall()  # ray.init replaced the CLI's SIGTERM handler with its own, which aborts the driver
     manifest.ray_version = ray.__version__
     manifest.hostnames = cluster_hostnames() or [socket.gethostname()]
     controller = get_controller(suite.pool.health_check_period_s)
@@ -276,9 +279,14 @@ def run_suite(
         inline.abandon()
         if stream is not None:
             stream.close()
-        manifest.status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
-        manifest.error = f"{type(e).__name__}: {e}"
+        from omnieval._lifecycle import cancelled_by
+
+        cancel = cancelled_by(e)
+        manifest.status = "cancelled" if isinstance(e, KeyboardInterrupt) or cancel else "failed"
+        manifest.error = str(cancel) if cancel is not None else f"{type(e).__name__}: {e}"
         write_manifest(run_dir, manifest)
+        if cancel is not None and cancel is not e:
+            raise cancel from None  # the signal, not the Ray call it interrupted
         raise
     finally:
         if not keep_pool:
@@ -288,7 +296,7 @@ def run_suite(
                 log.warning("pool release failed: %r", e)
     timings["total_s"] = time.monotonic() - t_start
     manifest.timings = timings
-    manifest.status = "partial" if any(s.error for s in manifest.scores) else "completed"
+    manifest.status = outcome(manifest)
     write_manifest(run_dir, manifest)
     return RunResult(run_dir=run_dir, manifest=manifest)
 
@@ -354,7 +362,7 @@ def _execute(
     ckpt = CheckpointWriter(run_dir)
     try:
         with RunProgress(plan.totals, enabled=show_progress) as progress:
-            progress.advance_counts(plan.done)
+            progress.preload(plan.done)
 
             def sink(res: ChunkResult) -> None:
                 ckpt.write_lines(res.lines)  # persisted before scoring: a crash after this loses nothing
@@ -584,6 +592,31 @@ def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, 
             elif b.framework != "builtin" and path.exists():
                 out.append(FrameworkResult.model_validate_json(path.read_text()))
     return out
+
+
+def outcome(manifest: RunManifest) -> Literal["completed", "partial", "failed"]:
+    """``completed``, or by the documented rule: a benchmark whose every sample failed (or that failed whole) is a
+    failed benchmark; the run is ``partial`` when some benchmark failed and ``failed`` when all did (exit 1 both)."""
+    by_bench: dict[tuple[str, str], list[ScoreRow]] = {}
+    for row in manifest.scores:
+        by_bench.setdefault((row.model, row.benchmark.split("/")[0]), []).append(row)
+    failed = 0
+    for (model, bench), rows in by_bench.items():
+        if any(r.error for r in rows):
+            failed += 1
+            continue
+        top = rows[0]
+        if top.num_samples and top.num_errors >= top.num_samples:
+            failed += 1
+            for r in rows:
+                r.error = (f"{bench} on {model}: every one of its {top.num_samples} samples failed (their errors are "
+                           "in records.parquet) — fix the engine or endpoint and run the suite again")  # fmt: skip
+    if not failed:
+        return "completed"
+    if failed == len(by_bench):
+        manifest.error = "every benchmark failed"
+        return "failed"
+    return "partial"
 
 
 def framework_failure(key: str, model: str, framework: str, exc: BaseException) -> Any:

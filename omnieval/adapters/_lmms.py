@@ -112,7 +112,11 @@ def task_manager(task: str, options: dict[str, Any], scratch: Path) -> tuple[Any
     if task not in tm.all_tasks:
         tm = TaskManager(verbosity="WARNING", include_path=include)
     if task not in tm.all_tasks:
-        raise OmnievalUserError(f"lmms-eval has no task {task!r} (searched {include} and its bundled tasks)")
+        import difflib
+
+        close = difflib.get_close_matches(task, list(tm.all_tasks), n=3, cutoff=0.6)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        raise OmnievalUserError(f"lmms-eval has no task {task!r} (searched {include} and its bundled tasks).{hint}")
     if "data_files" not in options:
         return tm, task
     import yaml
@@ -127,15 +131,31 @@ def task_manager(task: str, options: dict[str, Any], scratch: Path) -> tuple[Any
 def evaluate_kwargs(options: dict[str, Any], limit: int | None) -> dict[str, Any]:
     """``simple_evaluate``'s arguments for a suite task (besides model, tasks and task manager): the adapter and
     ``bench federated``'s conventional baseline run the task identically."""
+    seed = options.get("seed", [0, 1234, 1234, 1234])  # lmms-eval's CLI default, as lm-eval's
+    seeds = [seed] * 4 if isinstance(seed, int) else list(seed)
     return dict(
-        num_fewshot=options.get("num_fewshot"), limit=limit, log_samples=True, bootstrap_iters=0, random_seed=0,
-        numpy_random_seed=0, torch_random_seed=0, fewshot_random_seed=0, process_docs_parallel=1, verbosity="WARNING",
+        num_fewshot=options.get("num_fewshot"), limit=limit, log_samples=True,
+        bootstrap_iters=int(options.get("bootstrap_iters", 100000)), random_seed=seeds[0], numpy_random_seed=seeds[1],
+        torch_random_seed=seeds[2], fewshot_random_seed=seeds[3],
+        process_docs_parallel=1, verbosity="WARNING",  # omnieval's: one process per actor, quiet logs
     )  # fmt: skip
 
 
 class LMMSEvalAdapter(FrameworkAdapter):
     name: ClassVar[str] = "lmms"
     pip_line: ClassVar[str] = PIP_LINE
+
+    def check(self, task: str, options: dict[str, Any], where: str) -> None:
+        """The task name resolves (lmms-eval's own index, omnieval's task dir and ``include_path`` first) and local
+        data files exist, before anything is deployed."""
+        for split, f in (options.get("data_files") or {}).items():
+            if "://" not in str(f) and not Path(f).exists():
+                raise OmnievalUserError(f"{where}.options.data_files.{split}: {f} does not exist; fix the path")
+        try:
+            with tempfile.TemporaryDirectory(prefix="omnieval-lmms-check-") as scratch:
+                task_manager(task, {k: v for k, v in options.items() if k != "data_files"}, Path(scratch))
+        except OmnievalUserError as e:
+            raise OmnievalUserError(f"{where}.name: {e}") from None
 
     def run(self, *, task: str, options: dict[str, Any], model: str, bridge: Any, limit: int | None,
             generation: GenerationOptions) -> FrameworkResult:  # fmt: skip

@@ -3,7 +3,8 @@
 This module only wires the parser; each command lives in ``omnieval/cli/_<command>.py`` (or, for commands that parse
 their own arguments, in its package's ``cli_main``).
 
-Exit codes: 0 ok; 1 run failed (or a rerun differs); 2 bad input (config, path, missing extra); 130 interrupted.
+Exit codes: 0 ok; 1 run failed or partial (or a rerun differs); 2 bad input (config, path, missing extra); 130 / 143
+cancelled by SIGINT / SIGTERM (resumable).
 """
 
 from __future__ import annotations

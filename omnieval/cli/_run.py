@@ -42,6 +42,18 @@ def throughput_line(manifest: RunManifest) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from omnieval._lifecycle import RunCancelled, cancel_on_signals
+
+    try:
+        with cancel_on_signals():
+            return _run(args)
+    except RunCancelled as e:
+        print(f"omnieval: run {e}; the checkpoint keeps every answered sample — finish it with "
+              "`omnieval run --resume <artifact dir>`", file=sys.stderr)
+        return e.exit_code
+
+
+def _run(args: argparse.Namespace) -> int:
     from omnieval._runner import run_suite
 
     if args.resume:
@@ -61,11 +73,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     errors = {(s.model, s.benchmark): s.num_errors for s in result.manifest.scores}
     if any(errors.values()):
         print(f"warning: {sum(errors.values())} samples ended with an error (kept in records.parquet)", file=sys.stderr)
-    failed = [s.error for s in result.manifest.scores if s.error]
+    failed = list(dict.fromkeys(s.error for s in result.manifest.scores if s.error))
     for line in failed:
         print(f"error: {line}", file=sys.stderr)
-    if failed:  # the other benchmarks' results are in the artifact; `--resume` retries only what failed
-        print(f"omnieval: {len(failed)} benchmark(s) failed; the run is partial (exit 1). Resume with "
-              f"`omnieval run --resume {result.run_dir}` once fixed", file=sys.stderr)
+    if failed:  # the other benchmarks' results are in the artifact; `--resume` retries a failed framework task
+        print(f"omnieval: {len(failed)} benchmark(s) failed; the run is {result.manifest.status} (exit 1); "
+              f"artifact {result.run_dir}", file=sys.stderr)
         return 1
     return 0

@@ -97,6 +97,8 @@ def cells_of(m: RunManifest) -> list[Cell]:
     bench = {b.name: b for b in m.benchmarks}
     groups: dict[tuple[str, str], list[Any]] = {}
     for row in m.scores:
+        if row.error:  # a benchmark that failed whole has no score: it must not hide an older run's
+            continue
         groups.setdefault((row.model, row.benchmark), []).append(row)
     out = []
     for (model, benchmark), rows in groups.items():

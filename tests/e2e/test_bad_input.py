@@ -183,3 +183,31 @@ def test_odd_engine_outputs_recorded_per_sample(tmp_path: Path) -> None:
     assert by_q["fine"].error is None and (by_q["fine"].prediction or "").startswith("echo")
     (score,) = res.manifest.scores
     assert score.num_errors == 2 and score.num_samples == 5
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_suite_whose_every_request_fails_exits_1_failed(tmp_path: Path) -> None:
+    """An endpoint that answers HTTP 500 to everything: the run does not "succeed" with a warning. Every benchmark
+    failed, so the manifest says ``failed``, the error line says what and the fix, and the exit code is 1 (a Ray job
+    then ends FAILED)."""
+    data = tmp_path / "all500.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "question": f"HTTP500 q{i}", "answer": "a"}) + "\n"
+                            for i in range(3)))  # fmt: skip
+    with odd_server() as url:
+        suite = tmp_path / "s.yaml"
+        suite.write_text(json.dumps({
+            "name": "all500", "models": [{"name": "odd", "engine": "openai", "source": {"kind": "endpoint", "base_url": url},
+                                          "resources": {"num_cpus": 0}}],
+            "benchmarks": [{"name": "all500", "define": {"data": str(data), "task_type": "open_qa",
+                                                         "fields": {"id": "id", "question": "question", "answer": "answer"}}}],
+            "pool": {"clients": 1, "max_retries": 0, "request_timeout_s": 30}, "cache": {"enabled": False},
+            "ray": {"num_cpus": 2},
+        }))  # fmt: skip
+        proc = run_cli("run", str(suite), "--output-dir", str(tmp_path / "runs"), "--no-progress")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "every one of its 3 samples failed" in proc.stderr and "the run is failed (exit 1)" in proc.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    manifest = RunManifest.model_validate_json((run / "manifest.json").read_text())
+    assert manifest.status == "failed" and manifest.error == "every benchmark failed"
+    assert all(s.error for s in manifest.scores)

@@ -57,3 +57,44 @@ def test_resume_after_driver_kill(quickstart_run: Path, tmp_path: Path) -> None:
     # what was checkpointed before the crash is kept as it was, not re-inferred
     final = {r.key: r for r in read_records(run_dir)}
     assert all(final[k].prediction == before[k] for k in before)
+
+
+def _session_processes(sid: int, needle: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "sid=,args="], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if line.split(None, 1)[0] == str(sid) and needle in line]
+
+
+def test_sigterm_cancels_releases_and_resume_finishes(tmp_path: Path) -> None:
+    """``ray job stop`` sends SIGTERM: the run stops, keeps its checkpoint, releases its engines, says
+    ``cancelled`` and exits 143; ``--resume`` then completes it with every sample exactly once."""
+    out = tmp_path / "runs"
+    suite = tmp_path / "quickstart-nocache.yaml"
+    suite.write_text((ROOT / "examples/quickstart.yaml").read_text() + "cache: {enabled: false}\n")
+    proc = subprocess.Popen(
+        omnieval_cmd("run", str(suite), "--output-dir", str(out), "--no-progress"),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: any(out.glob("*/manifest.json")), 300, "the run directory")
+        run_dir = next(out.glob("*/manifest.json")).parent
+        wait_until(lambda: _lines(run_dir / CHECKPOINT) >= 8, 600, "8 checkpointed records")
+        assert _session_processes(proc.pid, "llama-server"), "the run's engine should be up"
+        proc.send_signal(signal.SIGTERM)  # the driver only, as `ray job stop` does
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert proc.returncode == 143, err[-3000:].decode(errors="replace")
+    assert b"stopped by SIGTERM" in err
+    assert read_manifest(run_dir).status == "cancelled"
+    wait_until(lambda: not _session_processes(proc.pid, "llama-server"), 60, "the run's engine to be gone")
+    done_before = _lines(run_dir / CHECKPOINT)
+    assert 8 <= done_before < 40
+
+    res = run_cli("run", "--resume", str(run_dir), "--no-progress")
+    assert res.returncode == 0, res.stderr[-3000:]
+    keys = [tuple(json.loads(x)[k] for k in ("model", "benchmark", "index"))
+            for x in (run_dir / CHECKPOINT).read_text().splitlines() if x.strip().endswith("}")]  # fmt: skip
+    assert len(keys) == len(set(keys)) == 40, "a sample was inferred twice or lost"
+    assert read_manifest(run_dir).status == "completed"

@@ -1,0 +1,79 @@
+"""A run's life outside a terminal: ``ray job stop`` (SIGTERM) and Ctrl-C (SIGINT) cancel it cleanly.
+
+The signal becomes ``RunCancelled`` in the driver's main thread: dispatch stops where it is, the checkpoint keeps
+every Record already answered, the run's Serve applications and engines are released (unless ``--keep-pool``), the
+manifest says ``cancelled``, and the CLI exits 128 + the signal (143 for SIGTERM, 130 for SIGINT); ``omnieval run
+--resume`` finishes the run later with no sample inferred twice.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+
+class RunCancelled(BaseException):  # noqa: N818 - a BaseException like KeyboardInterrupt: not caught as an error
+    """The run was stopped by a signal; ``exit_code`` is 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def cancelled_by(e: BaseException | None) -> RunCancelled | None:
+    """The ``RunCancelled`` behind ``e``: raised inside a Ray call the signal handler's exception comes back wrapped
+    (a ``SystemError`` whose cause it is)."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, RunCancelled):
+            return e
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return None
+
+
+_active: tuple[tuple[int, ...], Callable[[int, FrameType | None], None]] | None = None
+"""The signals and handler of the ``cancel_on_signals`` block in force, for ``reinstall``."""
+
+
+def reinstall() -> None:
+    """Put the cancel handlers back after something replaced them: ``ray.init`` installs Ray's own SIGTERM handler
+    in the driver (which aborts the process), so the runner calls this once Ray is up."""
+    if _active is not None and threading.current_thread() is threading.main_thread():
+        sigs, handler = _active
+        for s in sigs:
+            signal.signal(s, handler)
+
+
+@contextmanager
+def cancel_on_signals(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+    """Within the block, the signals raise ``RunCancelled`` in the main thread (once; a second one is ignored while
+    the run cleans up). Outside the main thread nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = False
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        nonlocal fired
+        if fired:
+            return
+        fired = True
+        raise RunCancelled(signum)
+
+    global _active
+    old = {s: signal.signal(s, handler) for s in signals}
+    _active = (signals, handler)
+    try:
+        yield
+    finally:
+        _active = None
+        for s, h in old.items():
+            signal.signal(s, h)
