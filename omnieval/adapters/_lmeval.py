@@ -8,6 +8,7 @@ errors, at lm-eval's own defaults. Requests go out as lm-eval's API clients woul
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -37,6 +38,23 @@ log = logging.getLogger("omnieval")
 
 def _import_lm_eval() -> Any:
     return import_framework("the lm-eval adapter", PIP_LINE, "lm_eval", "lm_eval.api.model:LM")
+
+
+def compile_templates_once() -> None:
+    """lm-eval compiles a task's Jinja template anew for every document and field (``utils.apply_template`` calls
+    ``env.from_string`` each time: 24,000 compiles for 4,000 gsm8k documents, most of lm-eval's own time). Here each
+    template string is compiled once, in lm-eval's own environment, and renders exactly the same text."""
+    import lm_eval.utils as u
+
+    if getattr(u.apply_template, "omnieval_compiled_once", False):
+        return
+    compiled = functools.lru_cache(maxsize=4096)(u.env.from_string)
+
+    def apply_template(template: str, doc: dict[str, Any]) -> str:
+        return str(compiled(template).render(**doc))
+
+    apply_template.omnieval_compiled_once = True  # type: ignore[attr-defined]
+    u.apply_template = apply_template
 
 
 class ChatPrompt(str):
@@ -159,6 +177,7 @@ class LMEvalAdapter(FrameworkAdapter):
             generation: GenerationOptions) -> FrameworkResult:  # fmt: skip
         t0 = time.monotonic()
         lm_eval, _ = _import_lm_eval()
+        compile_templates_once()
         resolved = resolve_task(task, options)
         tm = task_manager(resolved)  # built once: simple_evaluate reuses it
         spec = task_spec(resolved, tm, options)

@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true", help="no live progress bars")
     r.add_argument("--keep-pool", action="store_true", help="leave replicas running for later suites")
 
+    pl = sub.add_parser("plan", help="what a run would do (samples, replicas per node, engines), nothing deployed")
+    pl.add_argument("suite", help="suite YAML")
+
     rr = sub.add_parser("rerun", help="re-run an artifact's exact config and report any difference")
     rr.add_argument("artifact")
     rr.add_argument("--output-dir", help="where the new run goes (default: next to the artifact)")
@@ -53,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
 _COMMANDS = {
     "run": "omnieval.cli._run:cmd_run",
     "rerun": "omnieval.cli._rerun:cmd_rerun",
+    "plan": "omnieval.cli._plan:cmd_plan",
     "schema": "omnieval.cli._schema:cmd_schema",
     "list": "omnieval.cli._list:cmd_list",
     "setup": "omnieval.cli._setup:cmd_setup",

@@ -215,3 +215,21 @@ def test_lmeval_gsm8k_and_builtin_in_one_suite(tmp_path: Path) -> None:
     for r in records:
         filtered = r.meta["filtered"]["strict-match"]
         assert em.score(filtered, r.label, r) == r.metrics["exact_match/strict-match"], (filtered, r.label)
+
+
+def test_templates_compiled_once_render_what_lm_eval_renders() -> None:
+    """The compiled-once ``apply_template`` gives lm-eval's own text for every document and field."""
+    import lm_eval.utils as u
+    from jinja2 import Environment
+
+    from omnieval.adapters._lmeval import compile_templates_once
+
+    compile_templates_once()
+    assert getattr(u.apply_template, "omnieval_compiled_once", False)
+    fresh = Environment(loader=u.BaseLoader, undefined=u.StrictUndefined, keep_trailing_newline=True)
+    fresh.filters["regex_replace"] = u.regex_replace
+    docs = [json.loads(x) for x in DATA.read_text().splitlines()]
+    for template in ("Question: {{question}}\nAnswer:", "{{answer}}", "{{answer.split('####')[-1].strip()}}"):
+        for doc in docs:
+            assert u.apply_template(template, doc) == fresh.from_string(template).render(**doc)
+    compile_templates_once()  # idempotent
