@@ -79,6 +79,17 @@ class RunProgress:
         for key, task in self._tasks.items():
             self._progress.update(task, completed=self.done[key], tps=tps)
 
+    def expect(self, key: tuple[str, str], n: int) -> None:
+        """``n`` more samples of ``key`` are coming (a framework task once it has built its requests)."""
+        self.totals[key] = self.totals.get(key, 0) + n
+        self.done.setdefault(key, 0)
+        self.started_done.setdefault(key, 0)
+        if key not in self._tasks:
+            self._tasks[key] = self._progress.add_task(f"{key[0]} · {key[1]}", total=self.totals[key], tps="")
+        else:
+            self._progress.update(self._tasks[key], total=self.totals[key])
+        self._maybe_lines()
+
     def preload(self, counts: dict[tuple[str, str], int]) -> None:
         """Samples done before this attempt (a resumed run): shown as done, not counted in its rates and ETA."""
         for key, n in counts.items():

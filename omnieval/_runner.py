@@ -333,8 +333,6 @@ def _execute(
     for m in suite.models:
         if m.name in needed:
             ray.get(controller.ensure_model.remote(m, plan.manifest.run_id))
-    if inline is not None:
-        inline.attach(controller)
     timings["pool_up_s"] = time.monotonic() - t0
     # size the in-flight window for the largest the pool may grow to (elastic scale-out adds replicas), each
     # replica at its concurrency ceiling: the adaptive limits, not this window, decide what is sent
@@ -363,6 +361,9 @@ def _execute(
     try:
         with RunProgress(plan.totals, enabled=show_progress) as progress:
             progress.preload(plan.done)
+            if inline is not None:  # the pool is up: framework requests flow, counted in the run's progress
+                inline.progress = progress
+                inline.attach(controller)
 
             def sink(res: ChunkResult) -> None:
                 ckpt.write_lines(res.lines)  # persisted before scoring: a crash after this loses nothing

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from omnieval.core import PoolConfig
@@ -33,6 +33,8 @@ class PoolBridge:
         self.cache_hits = 0
         self.ready_timeout_s = 3600.0
         self._is_ready = False
+        self.on_result: Callable[[GenerationResult | BaseException], None] | None = None
+        """Called (on the bridge's loop thread) as each request finishes: the run's progress for framework tasks."""
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -64,12 +66,18 @@ class PoolBridge:
                 return  # past the deadline the requests themselves report what is wrong
             await asyncio.sleep(0.5)
 
+    async def _reported(self, req: GenerationRequest) -> GenerationResult | BaseException:
+        res = await self._one(req)
+        if self.on_result is not None:
+            self.on_result(res)
+        return res
+
     def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult | BaseException]:
         async def all_() -> list[GenerationResult | BaseException]:
             if not self._is_ready:
                 await self._ready()
                 self._is_ready = True
-            return list(await asyncio.gather(*(self._one(r) for r in requests)))
+            return list(await asyncio.gather(*(self._reported(r) for r in requests)))
 
         return self._run(all_())
 

@@ -36,9 +36,10 @@ class InlineTask:
 class _LazyBridge:
     """A ``PoolBridge`` built on the first request, once the driver has attached the pool."""
 
-    def __init__(self, owner: InlineRunner, model: str) -> None:
+    def __init__(self, owner: InlineRunner, model: str, key: str) -> None:
         self.owner = owner
         self.model = model
+        self.key = key
         self.bridge: Any = None
 
     def generate(self, requests: list[Any]) -> list[Any]:
@@ -50,6 +51,12 @@ class _LazyBridge:
 
             self.bridge = PoolBridge(self.model, self.owner.controller, self.owner.pool_cfg, seed=self.owner.seed,
                                      cache_path=self.owner.cache_path)  # fmt: skip
+        progress, key = self.owner.progress, (self.model, self.key)
+        if progress is not None:  # the framework's request count is known now: the run's progress shows it
+            progress.expect(key, len(requests))
+            self.bridge.on_result = lambda res: progress.advance_counts(
+                {key: 1}, tokens=0 if isinstance(res, BaseException) else res.completion_tokens
+            )
         return list(self.bridge.generate(requests))
 
     def close(self) -> None:
@@ -68,6 +75,8 @@ class InlineRunner:
         self.cache_path = cache_path
         self.ready = threading.Event()
         self.controller: Any = None
+        self.progress: Any = None
+        """The run's ``RunProgress`` once it exists: framework requests are counted in it as they finish."""
         os.environ.update(env)  # the frameworks' env_vars (e.g. HF_DATASETS_OFFLINE) before they import anything
         self._thread = threading.Thread(target=self._run_all, daemon=True, name="omnieval-frameworks")
 
@@ -89,7 +98,7 @@ class InlineRunner:
         from omnieval.adapters import ADAPTERS
 
         for t in self.tasks:
-            bridge = _LazyBridge(self, t.model)
+            bridge = _LazyBridge(self, t.model, t.key)
             try:
                 adapter = ADAPTERS.get(t.framework)()
                 res = adapter.run(task=t.task, options=t.options, model=t.model, bridge=bridge, limit=t.limit,

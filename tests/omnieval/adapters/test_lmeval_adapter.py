@@ -192,9 +192,12 @@ def test_misspelt_task_exits_2_before_any_deploy(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.ray
 def test_lmeval_gsm8k_and_builtin_in_one_suite(tmp_path: Path) -> None:
-    proc = run_cli("run", "examples/lmeval_gsm8k.yaml", "--output-dir", str(tmp_path), "--no-progress",
+    proc = run_cli("run", "examples/lmeval_gsm8k.yaml", "--output-dir", str(tmp_path),
                    env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
+    # no terminal: progress comes as lines, the framework task's too, once lm-eval has built its requests
+    assert "progress: smollm2-135m · lmeval:gsm8k 10/10 (100%)" in proc.stderr, proc.stderr[-2000:]
+    assert "progress: smollm2-135m · asdiv_tiny 10/10 (100%)" in proc.stderr
     run = artifact_from(proc.stdout)
     m = read_manifest(run)
     lm = {s.metric: s for s in m.scores if s.benchmark == "lmeval:gsm8k"}
