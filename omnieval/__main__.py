@@ -1,5 +1,3 @@
-import sys
+from omnieval.cli import entry
 
-from omnieval.cli import main
-
-sys.exit(main())
+entry()

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from omnieval.core import ConfigError, OmnievalError, OmnievalUserError, import_target, user_message
 
-__all__ = ["main"]
+__all__ = ["entry", "main"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -96,3 +96,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("omnieval: interrupted; resume with `omnieval run --resume <artifact dir>`", file=sys.stderr)
         return 130
+
+
+def entry() -> None:
+    """The console script (and ``python -m omnieval``): ``main``, then a quick exit.
+
+    Everything a command writes is closed and flushed by then; what is left is Ray's shutdown of a local instance
+    (done here, as its atexit hook would) and the interpreter's teardown of every imported module (about a second
+    after an lm-eval run, for nothing). ``main`` itself returns normally, for callers in-process.
+    """
+    code = main()
+    import os
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
