@@ -4,7 +4,8 @@ A replica's ``Demand`` (CPUs, GPUs per tensor-parallel rank × ranks, accelerato
 resources) is checked against every node's *totals* first: if no node could ever host it, ``PlacementError`` names
 each node's reason immediately instead of leaving a Serve deployment pending forever. Among feasible nodes, one with
 room *now* (Ray's available resources minus the controller's own in-flight reservations) is chosen and the replica
-is pinned to it by node-id label; tensor-parallel replicas get a STRICT_PACK placement group on that node.
+is pinned to it by node-id label; a tensor-parallel replica's GPUs are one bundle on that node (see
+``deployment_options``).
 """
 
 from __future__ import annotations

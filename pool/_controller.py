@@ -205,7 +205,7 @@ class PoolController:
             serve.run_many(
                 [serve.RunTarget(target=app, name=rid, route_prefix=None)], wait_for_applications_running=False
             )
-            self._wait_running(rid)
+            self._wait_running(rid, cfg.deploy_timeout_s or self._deploy_timeout_s)
             stats = serve.get_app_handle(rid).stats.remote().result(timeout_s=60)
         except BaseException:
             with self._capacity:
@@ -229,11 +229,11 @@ class PoolController:
         log.info("replica %s healthy (node %s)", rid, info.node_id)
         return info.model_copy()
 
-    def _wait_running(self, rid: str) -> None:
+    def _wait_running(self, rid: str, timeout_s: float) -> None:
         """Until Serve reports the app RUNNING; its failure message (constructor error) is raised at once."""
         from ray import serve
 
-        deadline = time.monotonic() + self._deploy_timeout_s
+        deadline = time.monotonic() + timeout_s
         while True:
             st = serve.status().applications.get(rid)
             status = str(getattr(st.status, "value", st.status)) if st is not None else "NOT_STARTED"
@@ -244,7 +244,8 @@ class PoolController:
             if status in ("DEPLOY_FAILED", "UNHEALTHY"):
                 raise ReplicaDead(f"replica {rid} failed to start: {clip(msg)}", replica_id=rid)
             if time.monotonic() > deadline:
-                raise PlacementError(f"replica {rid} not running after {self._deploy_timeout_s:g}s: {clip(msg)}")
+                raise PlacementError(f"replica {rid} not running after {timeout_s:g}s: {clip(msg)}; raise the model's "
+                                     "deploy_timeout_s if it is still downloading or loading")  # fmt: skip
             if self._stop.wait(0.25):  # Serve has no completion event to await; bounded by the deadline above
                 raise ReplicaDead(f"pool controller shut down while {rid} started", replica_id=rid)
 

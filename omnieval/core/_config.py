@@ -103,7 +103,8 @@ class ResourceConfig(_Config):
     memory_gb: float | None = Field(default=None, gt=0)
     """Estimated accelerator memory the model needs; placement checks it against nodes' free memory."""
     tensor_parallel_size: int = Field(default=1, ge=1)
-    """GPU ranks per replica, packed on one node (a STRICT_PACK placement group); ``engine_kwargs`` may set it too."""
+    """GPU ranks per replica, all on one node: one bundle pinned to the node holds every GPU, and the engine's own
+    server starts its ranks there (vLLM's ``mp`` executor, SGLang's workers); ``engine_kwargs`` may set it too."""
     custom: dict[str, float] = Field(default_factory=dict)
     """Custom Ray resources per replica (e.g. ``{replica_slot: 1}`` to place only on nodes declaring them)."""
 
@@ -121,8 +122,14 @@ class ModelConfig(_Config):
     """Upper bound for elastic scale-out; None means no scale-out."""
     resources: ResourceConfig = Field(default_factory=ResourceConfig)
     """Resources per replica."""
+    deploy_timeout_s: float | None = Field(default=None, gt=0)
+    """Seconds a replica may take from deploy to serving: weights download (``hf`` sources) and engine start-up
+    included. None: the pool's default (900 s)."""
     engine_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Pass-through engine options (llamacpp: parallel, ctx_size, threads; vllm: AsyncEngineArgs fields)."""
+    """Engine options; unknown keys are errors. llamacpp: parallel, ctx_per_slot, threads, batch_size, flash_attn,
+    mmproj, nice, startup_timeout_s, timeout_s, extra_args; vllm: the AsyncEngineArgs fields listed in
+    ``serving/_vllm.py`` (enforce_eager, max_model_len, max_num_seqs, tensor_parallel_size, ...), any other under
+    ``engine_args`` (checked against the installed vLLM); openai: slots, timeout_s, max_connections."""
     modalities: list[Literal["text", "image", "video", "audio"]] | None = None
     """Inputs the model accepts. None: what its engine declares for these weights (the checkpoint's config.json, a
     llama.cpp mmproj); set it for an external server or an architecture omnieval does not know. Checked against
