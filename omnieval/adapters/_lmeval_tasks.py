@@ -185,6 +185,7 @@ def resolve_task(task: str, options: dict[str, Any], *, where: str = "benchmarks
     local = _local_index(include)
     if task in local:
         kind = local[task].kind.name.lower()
+        _check_local_data(task, local, where)
         return ResolvedTask(spec=task, kind=kind, folders=None if kind == "tag" else include)
     index = bundled_index()
     entry = index.get(task)
@@ -201,6 +202,34 @@ def resolve_task(task: str, options: dict[str, Any], *, where: str = "benchmarks
     folder = entry.get("folder")
     folders = None if kind == "tag" or folder is None else [str(_tasks_root() / folder), *include]
     return ResolvedTask(spec=task, kind=kind, folders=folders)  # type: ignore[arg-type]
+
+
+def _data_files(cfg: dict[str, Any]) -> list[str]:
+    files = (cfg.get("dataset_kwargs") or {}).get("data_files")
+    if isinstance(files, str):
+        return [files]
+    if isinstance(files, dict):
+        return [f for v in files.values() for f in ([v] if isinstance(v, str) else list(v))]
+    return list(files) if isinstance(files, list) else []
+
+
+def _check_local_data(name: str, local: dict[str, Any], where: str, seen: set[str] | None = None) -> None:
+    """Every local data file of the user's own task (or of each task of their group) exists, resolved as lm-eval
+    resolves it (against the working directory): a missing file is a pre-deploy error, not a failed task later."""
+    seen = set() if seen is None else seen
+    if name in seen or name not in local:
+        return
+    seen.add(name)
+    entry = local[name]
+    cfg = entry.cfg or {}
+    for f in _data_files(cfg):
+        if "://" not in f and not Path(f).exists():
+            raise OmnievalUserError(f"{where}.name: task {name!r} ({entry.yaml_path}) reads {f}, which does not exist "
+                                    f"from {Path.cwd()} (lm-eval resolves data_files against the working directory); "
+                                    "fix the path or run from the folder it is relative to")  # fmt: skip
+    subtasks = cfg.get("task") if entry.kind.name == "GROUP" else None
+    for sub in subtasks if isinstance(subtasks, list) else []:
+        _check_local_data(sub if isinstance(sub, str) else str(sub.get("task", "")), local, where, seen)
 
 
 def task_manager(resolved: ResolvedTask) -> Any:

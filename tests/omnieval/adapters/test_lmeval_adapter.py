@@ -147,10 +147,25 @@ class AnswerBridge:
         return out
 
 
-def test_group_rows_are_lm_evals_own_results_for_every_subtask_and_the_group() -> None:
+def test_own_task_data_files_are_checked_before_deploy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The group's tasks read a file relative to the working directory, as lm-eval resolves it: from elsewhere that
+    is a pre-deploy error naming the task, its YAML and the file."""
+    from omnieval.adapters._lmeval_tasks import resolve_task
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OmnievalUserError, match=r"task 'asdiv_gsm8k_plain' \(.*asdiv_gsm8k_plain.yaml\) reads "
+                                                r"omnieval/benchmarks/data/lmeval/gsm8k_format_asdiv.jsonl, which does not exist"):
+        resolve_task("asdiv_gsm8k", {"include_path": str(TASKS)})
+    monkeypatch.chdir(ROOT)
+    assert resolve_task("asdiv_gsm8k", {"include_path": str(TASKS)}).kind == "group"
+
+
+def test_group_rows_are_lm_evals_own_results_for_every_subtask_and_the_group(monkeypatch: pytest.MonkeyPatch) -> None:
     """An own task folder (include_path) holding a group of two tasks: every entry lm-eval reports becomes a score
     row with lm-eval's value and standard error, the group size-weighted as lm-eval weights it."""
     from omnieval.adapters._lmeval import LMEvalAdapter
+
+    monkeypatch.chdir(ROOT)  # the tasks' data_files are relative to the repository root
 
     res = LMEvalAdapter().run(task="asdiv_gsm8k", options={"include_path": str(TASKS), "num_fewshot": 1}, model="m",
                               bridge=AnswerBridge(), limit=12, generation=GenerationOptions())  # fmt: skip
