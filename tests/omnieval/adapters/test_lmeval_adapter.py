@@ -251,3 +251,23 @@ def test_templates_compiled_once_render_what_lm_eval_renders() -> None:
         for doc in docs:
             assert u.apply_template(template, doc) == fresh.from_string(template).render(**doc)
     compile_templates_once()  # idempotent
+
+
+def test_a_task_file_and_include_path_are_relative_to_the_suite_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``name: lmeval_tasks/x.yaml`` and ``options.include_path`` resolve against the suite file's folder (stored
+    absolute, so the artifact re-runs from anywhere); the task file runs as lm-eval runs a YAML path."""
+    from omnieval._suite import load_suite
+    from omnieval.adapters._lmeval import LMEvalAdapter
+
+    suite = load_suite(ROOT / "examples/lmeval_own_tasks.yaml")
+    assert suite.benchmarks[0].options["include_path"] == str(TASKS)
+    cfg = suite.benchmarks[0].model_validate(
+        {"name": "lmeval_tasks/asdiv_gsm8k_plain.yaml", "framework": "lmeval"},
+        context={"base_dir": str(ROOT / "examples")},
+    )
+    assert cfg.name == str(TASKS / "asdiv_gsm8k_plain.yaml") and cfg.key == "lmeval:asdiv_gsm8k_plain"
+    monkeypatch.chdir(ROOT)
+    res = LMEvalAdapter().run(task=cfg.name, options={"num_fewshot": 0}, model="m", bridge=AnswerBridge(), limit=6,
+                              generation=GenerationOptions())  # fmt: skip
+    assert {s.benchmark for s in res.scores} == {"lmeval:asdiv_gsm8k_plain"} and len(res.records) == 6
+    assert res.scores[0].value == pytest.approx(100 * res.raw["results"]["asdiv_gsm8k_plain"]["exact_match,flexible-extract"])
