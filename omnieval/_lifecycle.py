@@ -8,11 +8,13 @@ manifest says ``cancelled``, and the CLI exits 128 + the signal (143 for SIGTERM
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 
 class RunCancelled(BaseException):  # noqa: N818 - a BaseException like KeyboardInterrupt: not caught as an error
@@ -77,3 +79,36 @@ def cancel_on_signals(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)
         _active = None
         for s, h in old.items():
             signal.signal(s, h)
+
+
+class Heartbeat:
+    """Tells the pool controller, every quarter of ``grace_s``, that this run is alive: a driver that dies without
+    releasing (SIGKILL, a lost node) stops the heartbeats, and the controller releases its replicas after
+    ``grace_s``. ``keep()`` hands the replicas over to nobody's lease (``--keep-pool``)."""
+
+    def __init__(self, controller: Any, run_id: str, grace_s: float) -> None:
+        self.controller = controller
+        self.run_id = run_id
+        self.grace_s = grace_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="omnieval-heartbeat")
+
+    def start(self) -> Heartbeat:
+        self.controller.heartbeat.remote(self.run_id, self.grace_s)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        period = max(0.5, self.grace_s / 4)
+        while not self._stop.wait(period):
+            try:
+                self.controller.heartbeat.remote(self.run_id, self.grace_s)
+            except Exception as e:  # noqa: BLE001 - the next beat retries; the grace covers a few misses
+                logging.getLogger("omnieval").warning("heartbeat to the pool controller failed: %r", e)
+
+    def stop(self, keep: bool = False) -> None:
+        self._stop.set()
+        if keep:
+            import ray
+
+            ray.get(self.controller.end_lease.remote(self.run_id))

@@ -259,8 +259,12 @@ def run_suite(
     manifest.ray_version = ray.__version__
     manifest.hostnames = cluster_hostnames() or [socket.gethostname()]
     controller = get_controller(suite.pool.health_check_period_s)
+    from omnieval._lifecycle import Heartbeat
+
+    heartbeat = Heartbeat(controller, manifest.run_id, suite.pool.lease_grace_s).start()
     timings: dict[str, float] = {}
     stream = _start_verifier_stream(suite)
+    cancelled = False
     try:
         fw_results, tally = _execute(plan, controller, timings, show_progress, stream, inline)
         w = max(timings["inference_s"], 1e-9)
@@ -282,16 +286,19 @@ def run_suite(
         from omnieval._lifecycle import cancelled_by
 
         cancel = cancelled_by(e)
-        manifest.status = "cancelled" if isinstance(e, KeyboardInterrupt) or cancel else "failed"
+        cancelled = isinstance(e, KeyboardInterrupt) or cancel is not None
+        manifest.status = "cancelled" if cancelled else "failed"
         manifest.error = str(cancel) if cancel is not None else f"{type(e).__name__}: {e}"
         write_manifest(run_dir, manifest)
         if cancel is not None and cancel is not e:
             raise cancel from None  # the signal, not the Ray call it interrupted
         raise
     finally:
+        heartbeat.stop(keep=keep_pool)
         if not keep_pool:
             try:
-                ray.get(controller.release.remote(manifest.run_id))
+                # cancelled: only start the deletions (a stopped Ray job is SIGKILLed 3 s after its SIGTERM)
+                ray.get(controller.release.remote(manifest.run_id, wait=not cancelled))
             except Exception as e:  # noqa: BLE001 - cleanup must not hide the run's own outcome
                 log.warning("pool release failed: %r", e)
     timings["total_s"] = time.monotonic() - t_start

@@ -84,6 +84,7 @@ class PoolController:
         self._served: dict[str, EngineStats] = {}  # replica id -> what clients observed it serve (direct HTTP too)
         self._last_report: dict[tuple[str, str], float] = {}  # (client, replica) -> time of that client's last sync
         self._busy_until: dict[str, float] = {}  # replica id -> end of the busy time already counted
+        self._leases: dict[str, tuple[float, float]] = {}  # run id -> (last heartbeat, grace s), runs that send them
         self._period = health_check_period_s
         self._autoscale_period = autoscale_period_s or health_check_period_s
         self._idle_s = scale_in_idle_s
@@ -249,7 +250,7 @@ class PoolController:
             if self._stop.wait(0.25):  # Serve has no completion event to await; bounded by the deadline above
                 raise ReplicaDead(f"pool controller shut down while {rid} started", replica_id=rid)
 
-    def remove_replica(self, replica_id: str) -> None:
+    def remove_replica(self, replica_id: str, wait: bool = True) -> None:
         from ray import serve
 
         with self._lock:
@@ -266,24 +267,28 @@ class PoolController:
         if info is None:
             return
         stats = None
-        if info.state in ("healthy", "draining"):
+        if wait and info.state in ("healthy", "draining"):  # final stats are informational: not worth a wait
             try:
                 stats = serve.get_app_handle(replica_id).stats.remote().result(timeout_s=5)
             except Exception:  # noqa: BLE001 - final stats are informational
                 stats = None
         if stats is not None and served is not None:
             stats = merge_served(stats, served)
-        serve.delete(replica_id)
+        serve.delete(replica_id, _blocking=wait)
         with self._capacity:
             self._retired[replica_id] = RetiredReplica(info=info, stats=stats, removed_at=time.time())
             while len(self._retired) > MAX_RETIRED:
                 self._retired.pop(next(iter(self._retired)))
             self._capacity.notify_all()
 
-    def release(self, run_id: str) -> list[str]:
-        """Drop the run; replicas of models with no remaining user are deleted. Returns removed replica ids."""
+    def release(self, run_id: str, wait: bool = True) -> list[str]:
+        """Drop the run; replicas of models with no remaining user are deleted. Returns removed replica ids.
+
+        ``wait=False`` (a cancelled run: ``ray job stop`` SIGKILLs the driver 3 s after its SIGTERM) only starts the
+        deletions; Serve finishes them, engines included, after the driver is gone."""
         removed: list[str] = []
         with self._lock:
+            self._leases.pop(run_id, None)
             idle = []
             for model, users in self._users.items():
                 users.discard(run_id)
@@ -294,8 +299,32 @@ class PoolController:
                 self._models.pop(model, None)
                 removed += [rid for rid, r in self._replicas.items() if r.model == model]
         for rid in removed:
-            self.remove_replica(rid)
+            self.remove_replica(rid, wait=wait)
         return removed
+
+    def heartbeat(self, run_id: str, grace_s: float) -> None:
+        """The run is alive. A run that has sent one holds its replicas only while it keeps sending them: silent
+        for ``grace_s`` (its driver SIGKILLed, its node lost), it is released, so nobody's GPUs stay held for a
+        dead driver. Runs that never send one (``--keep-pool``, the job server's, tests') are held until released."""
+        with self._lock:
+            self._leases[run_id] = (time.monotonic(), grace_s)
+
+    def end_lease(self, run_id: str) -> None:
+        """The run keeps its replicas without heartbeats from now on (``--keep-pool``)."""
+        with self._lock:
+            self._leases.pop(run_id, None)
+
+    def expire_leases(self) -> list[str]:
+        """Release every run whose heartbeats stopped for longer than its grace; returns those run ids."""
+        now = time.monotonic()
+        with self._lock:
+            dead = [r for r, (t, grace) in self._leases.items() if now - t > grace]
+            for r in dead:
+                self._leases.pop(r)
+        for r in dead:
+            removed = self.release(r, wait=False)
+            log.warning("run %s sent no heartbeat for its grace period: released (replicas removed: %s)", r, removed)
+        return dead
 
     # ---- queries ---------------------------------------------------------------------------------------------
     def replicas(self, model: str | None = None) -> list[ReplicaInfo]:
@@ -453,6 +482,7 @@ class PoolController:
     def _health_loop(self) -> None:
         while not self._stop.wait(self._period):
             try:
+                self.expire_leases()
                 self.check_now()
             except Exception as e:  # noqa: BLE001 - the loop must survive a transient Serve error
                 log.warning("health pass failed: %r", e)

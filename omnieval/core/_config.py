@@ -407,6 +407,9 @@ class PoolConfig(_Config):
     those are more (llama.cpp ``parallel``, vLLM ``max_num_seqs``), clipped to the ceiling."""
     max_retries: int = Field(default=3, ge=0)
     """Retries of a failed request, each on another replica when one exists."""
+    lease_grace_s: float = Field(default=120.0, gt=0)
+    """A run heartbeats the pool controller while it runs; silent this long (its driver SIGKILLed, its node lost),
+    its replicas are released, so a dead driver holds no GPUs. Not with ``--keep-pool``."""
     request_timeout_s: float = Field(default=300.0, gt=0)
     """Per-request timeout."""
     health_check_period_s: float = Field(default=5.0, gt=0)

@@ -25,10 +25,12 @@ def test_ray_job_submit_runs_the_suite(tmp_path: Path) -> None:
     with private_ray_head(num_cpus=2) as head:
         env = {**os.environ, **head.env, "RAY_ADDRESS": head.dashboard, "PATH": bindir + os.pathsep + os.environ["PATH"]}
         cmd = [os.path.join(bindir, "ray"), "job", "submit", "--address", head.dashboard, "--",
-               sys.executable, "-m", "omnieval", "run", str(suite), "--output-dir", str(out), "--no-progress"]  # fmt: skip
+               sys.executable, "-m", "omnieval", "run", str(suite), "--output-dir", str(out)]  # fmt: skip
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "succeeded" in proc.stdout.lower()
+    # a job's log has no terminal: progress comes as plain lines, with the rate and an ETA
+    assert "progress: smollm2-135m · mmlu_tiny 4/4 (100%)" in proc.stdout and "ETA" in proc.stdout, proc.stdout[-3000:]
     run_dir = artifact_from(proc.stdout)
     m = read_manifest(run_dir)
     assert m.status == "completed"

@@ -22,18 +22,29 @@ def _lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def test_resume_after_driver_kill(quickstart_run: Path, tmp_path: Path) -> None:
-    out = tmp_path / "runs"
-    suite = tmp_path / "quickstart-nocache.yaml"  # real inference before and after the kill, not cache replay
+def _start_quickstart(tmp_path: Path) -> subprocess.Popen[bytes]:
+    """The quickstart without the response cache (real inference before and after the stop, not cache replay), in
+    a session of its own."""
+    suite = tmp_path / "quickstart-nocache.yaml"
     suite.write_text((ROOT / "examples/quickstart.yaml").read_text() + "cache: {enabled: false}\n")
-    proc = subprocess.Popen(
-        omnieval_cmd("run", str(suite), "--output-dir", str(out), "--no-progress"),
+    return subprocess.Popen(
+        omnieval_cmd("run", str(suite), "--output-dir", str(tmp_path / "runs"), "--no-progress"),
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
+
+
+def _wait_for_records(out: Path, n: int) -> Path:
+    """The run directory, once its checkpoint holds ``n`` records."""
+    wait_until(lambda: any(out.glob("*/manifest.json")), 300, "the run directory")
+    run_dir = next(out.glob("*/manifest.json")).parent
+    wait_until(lambda: _lines(run_dir / CHECKPOINT) >= n, 600, f"{n} checkpointed records")
+    return run_dir
+
+
+def test_resume_after_driver_kill(quickstart_run: Path, tmp_path: Path) -> None:
+    proc = _start_quickstart(tmp_path)
     try:
-        wait_until(lambda: any(out.glob("*/manifest.json")), 300, "the run directory")
-        run_dir = next(out.glob("*/manifest.json")).parent
-        wait_until(lambda: _lines(run_dir / CHECKPOINT) >= 8, 600, "8 checkpointed records")
+        run_dir = _wait_for_records(tmp_path / "runs", 8)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its local Ray die like a crashed job
         proc.wait(timeout=60)
@@ -67,17 +78,9 @@ def _session_processes(sid: int, needle: str) -> list[str]:
 def test_sigterm_cancels_releases_and_resume_finishes(tmp_path: Path) -> None:
     """``ray job stop`` sends SIGTERM: the run stops, keeps its checkpoint, releases its engines, says
     ``cancelled`` and exits 143; ``--resume`` then completes it with every sample exactly once."""
-    out = tmp_path / "runs"
-    suite = tmp_path / "quickstart-nocache.yaml"
-    suite.write_text((ROOT / "examples/quickstart.yaml").read_text() + "cache: {enabled: false}\n")
-    proc = subprocess.Popen(
-        omnieval_cmd("run", str(suite), "--output-dir", str(out), "--no-progress"),
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+    proc = _start_quickstart(tmp_path)
     try:
-        wait_until(lambda: any(out.glob("*/manifest.json")), 300, "the run directory")
-        run_dir = next(out.glob("*/manifest.json")).parent
-        wait_until(lambda: _lines(run_dir / CHECKPOINT) >= 8, 600, "8 checkpointed records")
+        run_dir = _wait_for_records(tmp_path / "runs", 8)
         assert _session_processes(proc.pid, "llama-server"), "the run's engine should be up"
         proc.send_signal(signal.SIGTERM)  # the driver only, as `ray job stop` does
         _, err = proc.communicate(timeout=60)
