@@ -252,7 +252,11 @@ def run_suite(
     plan = plan_run(suite, config_path=config_path, output_dir=output_dir, resume_dir=resume_dir)
     suite, run_dir, manifest = plan.suite, plan.run_dir, plan.manifest
     inline = _start_inline(suite, run_dir)  # framework work that needs no Ray overlaps Ray's start and the deploy
-    connect(suite.ray)
+    try:
+        connect(suite.ray)
+    except BaseException:
+        inline.abandon()  # its tasks would otherwise wait for a pool that never comes
+        raise
     from omnieval._lifecycle import reinstall
 
     reinstall()  # ray.init replaced the CLI's SIGTERM handler with its own, which aborts the driver
