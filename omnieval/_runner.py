@@ -97,14 +97,18 @@ def check_frameworks(suite: SuiteConfig) -> None:
     """Every framework task resolved (name, options, local files) in its framework's interpreter, before deploy."""
     from omnieval.adapters._check import check_in
     from omnieval.core import OmnievalUserError
+    from serving import ENGINES
 
     by_env: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
     for i, b in enumerate(suite.benchmarks):
         if b.framework == "builtin":
             continue
         env = suite.frameworks.get(b.framework)
+        scorers = {m.name: [m.engine, ENGINES.get(m.engine).scoring(m.engine_kwargs)]
+                   for m in suite.models if b.models is None or m.name in b.models}  # fmt: skip
         by_env.setdefault((env.python if env else None, b.framework), []).append(
-            {"framework": b.framework, "task": b.name, "options": b.options, "where": f"benchmarks[{i}]"})
+            {"framework": b.framework, "task": b.name, "options": b.options, "where": f"benchmarks[{i}]",
+             "scorers": scorers})  # fmt: skip
     errors = []
     for (python, fw), items in by_env.items():
         env = suite.frameworks.get(fw)

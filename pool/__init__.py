@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pool._cache import CacheLookup, ResponseCache, cache_key, default_cache_path, lookup_response
+from pool._cache import CacheLookup, ResponseCache, cache_key, default_cache_path, lookup_response, lookup_scores
 from pool._client import EvalClient
 from pool._controller import CONTROLLER_NAME, NAMESPACE, PoolController, fingerprint, get_controller
 from pool._dispatch import Dispatcher, NoReplicaAvailable
@@ -27,4 +27,5 @@ __all__ = [
     "fingerprint",
     "get_controller",
     "lookup_response",
+    "lookup_scores",
 ]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from serving import GenerationResult
+from serving import GenerationResult, ScoreRequest, ScoreResult
 
 if TYPE_CHECKING:
     from omnieval.core import GenerationOptions
@@ -49,11 +49,12 @@ class ResponseCache:
             self._local.conn = conn
         return conn
 
-    def get(self, key: str) -> GenerationResult | None:
+    def get(self, key: str, kind: type[Any] = GenerationResult) -> Any:
+        """The stored answer under ``key`` as ``kind`` (a generation, or a ``ScoreResult``), or None."""
         row = self._conn().execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
-        return GenerationResult.model_validate_json(row[0]) if row else None
+        return kind.model_validate_json(row[0]) if row else None
 
-    def put(self, key: str, result: GenerationResult) -> None:
+    def put(self, key: str, result: GenerationResult | ScoreResult) -> None:
         import time
 
         self._conn().execute(
@@ -71,16 +72,19 @@ class CacheLookup:
 
     cache: ResponseCache | None = None
     key: str | None = None
-    hit: GenerationResult | None = None
+    hit: Any = None
 
-    def store(self, result: GenerationResult) -> None:
+    def store(self, result: GenerationResult | ScoreResult) -> None:
         """Keep a freshly inferred answer under this request's key (nothing when the request is not cacheable)."""
         if self.cache is not None and self.key is not None:
             self.cache.put(self.key, result)
 
 
 async def lookup_response(
-    cache: ResponseCache | None, dispatcher: Dispatcher, messages: list[dict[str, Any]], options: GenerationOptions,
+    cache: ResponseCache | None,
+    dispatcher: Dispatcher,
+    messages: list[dict[str, Any]],
+    options: GenerationOptions,
     prompt: str | None = None,
 ) -> CacheLookup:
     """The response cache's answer to ``messages`` on the dispatcher's model, for every pool user (client actors,
@@ -94,6 +98,19 @@ async def lookup_response(
         return CacheLookup()
     key = cache_key(model_id=ident, messages=messages, options=options.model_dump(), prompt=prompt)
     return CacheLookup(cache, key, cache.get(key))
+
+
+async def lookup_scores(cache: ResponseCache | None, dispatcher: Dispatcher, request: ScoreRequest) -> CacheLookup:
+    """``lookup_response`` for a scoring request: keyed on the model's identity and the exact token ids."""
+    if cache is None:
+        return CacheLookup()
+    await dispatcher.refresh()
+    ident = dispatcher.model_identity()
+    if ident is None or ident["sha256"] is None:
+        return CacheLookup()
+    blob = json.dumps({"model": ident, "score": [request.context, request.continuations]}, sort_keys=True)
+    key = hashlib.sha256(blob.encode()).hexdigest()
+    return CacheLookup(cache, key, cache.get(key, ScoreResult))
 
 
 def default_cache_path() -> Path:

@@ -15,13 +15,24 @@ import math
 import time
 import uuid
 from collections import deque
-from typing import Any
+from typing import Any, overload
 
 from omnieval.core import PoolConfig, ReplicaDead, RequestFailed
 from pool._http import HttpTransport
 from pool._types import ReplicaInfo, ReplicaLoad, SyncRequest
 from schedulers import CircuitBreaker, LimitWindow, ReplicaView, RoutingRequest, make_policy
-from serving import GenerationRequest, GenerationResult, ray_node_ip
+from serving import (
+    GenerationRequest,
+    GenerationResult,
+    ScoreRequest,
+    ScoreResult,
+    TokenizeRequest,
+    TokenizeResult,
+    ray_node_ip,
+)
+
+PoolRequest = GenerationRequest | ScoreRequest | TokenizeRequest
+"""What a client sends a replica: generation, log-likelihood scoring, or tokenization with the served tokenizer."""
 
 log = logging.getLogger("omnieval.pool")
 
@@ -120,6 +131,11 @@ class Dispatcher:
                         "engine_version": info.engine_version}  # fmt: skip
         return None
 
+    def prefix_token_id(self) -> int | None:
+        """BOS (else EOS) of the served tokenizer, from a healthy replica; None when none reports one."""
+        return next((i.prefix_token_id for i in self._replicas.values()
+                     if i.state == "healthy" and i.prefix_token_id is not None), None)  # fmt: skip
+
     # ---- slots -----------------------------------------------------------------------------------------------
     def _candidates(self, exclude: set[str]) -> list[ReplicaView]:
         out = []
@@ -176,16 +192,36 @@ class Dispatcher:
         return h
 
     # ---- requests --------------------------------------------------------------------------------------------
-    async def _call(self, rid: str, request: GenerationRequest) -> GenerationResult:
+    async def _call(self, rid: str, request: Any) -> Any:
         info = self._replicas.get(rid)
         if info is not None and info.endpoint is not None:
             self.stats["direct_http"] += 1
+            if isinstance(request, ScoreRequest):
+                return await self.transport.score(info.endpoint, request, rid)
+            if isinstance(request, TokenizeRequest):
+                return await self.transport.tokenize(info.endpoint, request, rid)
             return await self.transport.chat(info.endpoint, request, rid)
         self.stats["serve_handle"] += 1
-        resp = self._handle(rid).generate.remote(request)
-        return await asyncio.wait_for(resp, timeout=self.cfg.request_timeout_s)
+        h = self._handle(rid)
+        method = (
+            h.score
+            if isinstance(request, ScoreRequest)
+            else h.tokenize
+            if isinstance(request, TokenizeRequest)
+            else h.generate
+        )
+        return await asyncio.wait_for(method.remote(request), timeout=self.cfg.request_timeout_s)
 
-    async def submit(self, request: GenerationRequest, routing: RoutingRequest) -> tuple[GenerationResult, int, float]:
+    @overload
+    async def submit(
+        self, request: GenerationRequest, routing: RoutingRequest
+    ) -> tuple[GenerationResult, int, float]: ...
+    @overload
+    async def submit(self, request: ScoreRequest, routing: RoutingRequest) -> tuple[ScoreResult, int, float]: ...
+    @overload
+    async def submit(self, request: TokenizeRequest, routing: RoutingRequest) -> tuple[TokenizeResult, int, float]: ...
+
+    async def submit(self, request: PoolRequest, routing: RoutingRequest) -> tuple[Any, int, float]:
         """Result, number of attempts and when the first attempt was sent (monotonic; the wait for a slot before
         it is queueing, not latency); raises the last error when retries are exhausted."""
         if not self._replicas:

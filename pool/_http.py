@@ -13,7 +13,23 @@ import time
 import aiohttp
 
 from omnieval.core import ReplicaDead, RequestFailed
-from serving import Endpoint, GenerationRequest, GenerationResult, parse_completion, request_route
+from serving import (
+    Endpoint,
+    GenerationRequest,
+    GenerationResult,
+    ScoreRequest,
+    ScoreResult,
+    ScoringDialect,
+    TokenizeRequest,
+    TokenizeResult,
+    parse_completion,
+    parse_scores,
+    parse_tokens,
+    request_route,
+    root_url,
+    score_bodies,
+    tokenize_body,
+)
 
 
 class HttpTransport:
@@ -43,16 +59,12 @@ class HttpTransport:
             self._headers[ep] = h
         return h
 
-    async def chat(self, ep: Endpoint, request: GenerationRequest, replica_id: str) -> GenerationResult:
-        """One chat (or raw-prompt text) completion; ``RequestFailed`` for a failed request, ``ReplicaDead`` when the
-        server is gone."""
+    async def _post(self, ep: Endpoint, url: str, body: bytes, replica_id: str) -> bytes:
+        """POST and return the body; ``RequestFailed`` for a failed request, ``ReplicaDead`` when the server is
+        gone."""
         session = self._open()
-        base = ep.url_for(self.client_ip)
-        path, payload = request_route(request, ep.served_model_name, ep.dialect)
-        body = json.dumps(payload).encode()
-        t0 = time.monotonic()
         try:
-            async with session.post(base + path, data=body, headers=self._hdrs(ep)) as resp:
+            async with session.post(url, data=body, headers=self._hdrs(ep)) as resp:
                 raw = await resp.read()
                 status = resp.status
         except asyncio.TimeoutError:
@@ -60,12 +72,45 @@ class HttpTransport:
         except (aiohttp.ClientConnectionError, OSError) as e:
             if await self._alive(ep):  # e.g. a connection dropped mid-flight by a server that still answers
                 raise RequestFailed(f"connection error: {e!r}") from None
-            raise ReplicaDead(f"{base} stopped answering: {e!r}", replica_id=replica_id) from None
+            raise ReplicaDead(f"{url} stopped answering: {e!r}", replica_id=replica_id) from None
         if status >= 400:
             raise RequestFailed(f"HTTP {status}: {raw[:300].decode(errors='replace')}")
+        return raw
+
+    async def chat(self, ep: Endpoint, request: GenerationRequest, replica_id: str) -> GenerationResult:
+        """One chat (or raw-prompt text) completion."""
+        base = ep.url_for(self.client_ip)
+        path, payload = request_route(request, ep.served_model_name, ep.dialect)
+        t0 = time.monotonic()
+        raw = await self._post(ep, base + path, json.dumps(payload).encode(), replica_id)
         res = parse_completion(raw, request.request_id, time.monotonic() - t0)
         res.replica_id = replica_id
         return res
+
+    def _scoring(self, ep: Endpoint) -> ScoringDialect:
+        if ep.scoring is None:
+            raise RequestFailed(f"the server at {ep.base_url} cannot score log-likelihoods")
+        return ep.scoring
+
+    async def tokenize(self, ep: Endpoint, request: TokenizeRequest, replica_id: str) -> TokenizeResult:
+        """The text's token ids from the server's own tokenizer (no special tokens)."""
+        body = tokenize_body(self._scoring(ep), request.text, ep.served_model_name)
+        url = root_url(ep.url_for(self.client_ip)) + "/tokenize"
+        toks = parse_tokens(await self._post(ep, url, json.dumps(body).encode(), replica_id))
+        return TokenizeResult(request_id=request.request_id, tokens=toks, replica_id=replica_id)
+
+    async def score(self, ep: Endpoint, request: ScoreRequest, replica_id: str) -> ScoreResult:
+        """Log-likelihoods of the request's continuations (one HTTP request, or one per continuation for a server
+        that scores by forced decoding: sent one after another, so each reuses the context's cached prefix)."""
+        dialect = self._scoring(ep)
+        root = root_url(ep.url_for(self.client_ip))
+        t0 = time.monotonic()
+        raws = [await self._post(ep, root + path, json.dumps(body).encode(), replica_id)
+                for path, body in score_bodies(dialect, request, ep.served_model_name)]  # fmt: skip
+        choices = parse_scores(dialect, raws, request)
+        n = len(request.context) + sum(len(c) for c in request.continuations)
+        return ScoreResult(request_id=request.request_id, choices=choices, prompt_tokens=n,
+                           engine_latency_s=time.monotonic() - t0, replica_id=replica_id)  # fmt: skip
 
     async def _alive(self, ep: Endpoint) -> bool:
         try:

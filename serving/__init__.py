@@ -18,8 +18,21 @@ from serving._managed import ManagedServer, free_port, ray_node_ip
 from serving._messages import prompt_text, to_openai
 from serving._models import resolve_model
 from serving._openai import OpenAIEngine, chat_payload, parse_chat_completion, parse_completion, request_route
+from serving._scoring import ScoringDialect, parse_scores, parse_tokens, root_url, score_bodies, tokenize_body
 from serving._simulated import DEFAULT_PROFILE, SIMULATED_TEXT, EngineProfile, PrefixCache, block_hashes
-from serving._types import Endpoint, EngineSpec, EngineStats, GenerationRequest, GenerationResult, TokenLogprob
+from serving._types import (
+    ChoiceLogprob,
+    Endpoint,
+    EngineSpec,
+    EngineStats,
+    GenerationRequest,
+    GenerationResult,
+    ScoreRequest,
+    ScoreResult,
+    TokenizeRequest,
+    TokenizeResult,
+    TokenLogprob,
+)
 
 ENGINES: Registry[type[Engine]] = _ENGINES  # the kernel holds the table, so a suite config can validate names
 
@@ -44,6 +57,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ChoiceLogprob",
     "DEFAULT_PROFILE",
     "ENGINES",
     "Endpoint",
@@ -61,7 +75,12 @@ __all__ = [
     "OpenAIEngine",
     "PrefixCache",
     "SIMULATED_TEXT",
+    "ScoreRequest",
+    "ScoreResult",
+    "ScoringDialect",
     "TokenLogprob",
+    "TokenizeRequest",
+    "TokenizeResult",
     "block_hashes",
     "build_engine",
     "build_llama_server",
@@ -72,9 +91,14 @@ __all__ = [
     "gguf_to_hf",
     "parse_chat_completion",
     "parse_completion",
+    "parse_scores",
+    "parse_tokens",
     "prompt_text",
     "ray_node_ip",
     "request_route",
     "resolve_model",
+    "root_url",
+    "score_bodies",
     "to_openai",
+    "tokenize_body",
 ]

@@ -10,7 +10,16 @@ import logging
 
 from ray import serve
 
-from serving._types import EngineSpec, EngineStats, GenerationRequest, GenerationResult
+from serving._types import (
+    EngineSpec,
+    EngineStats,
+    GenerationRequest,
+    GenerationResult,
+    ScoreRequest,
+    ScoreResult,
+    TokenizeRequest,
+    TokenizeResult,
+)
 
 log = logging.getLogger("omnieval.serving")
 
@@ -42,6 +51,12 @@ class EngineReplica:
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         return await self.engine.generate(request)
+
+    async def score(self, request: ScoreRequest) -> ScoreResult:
+        return await self.engine.score(request)
+
+    async def tokenize(self, request: TokenizeRequest) -> TokenizeResult:
+        return await self.engine.tokenize(request)
 
     async def stats(self) -> EngineStats:
         s = await self.engine.poll_stats()

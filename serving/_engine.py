@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from serving._features import TEXT, EngineFeatures
-from serving._types import Endpoint, EngineStats, GenerationRequest, GenerationResult
+from serving._types import (
+    Endpoint,
+    EngineStats,
+    GenerationRequest,
+    GenerationResult,
+    ScoreRequest,
+    ScoreResult,
+    TokenizeRequest,
+    TokenizeResult,
+)
 
 
 class Engine(ABC):
@@ -35,6 +44,26 @@ class Engine(ABC):
         """The modalities this engine takes for these weights, decided without starting it (the runner's
         preflight): override where an engine can do more than text."""
         return TEXT
+
+    @classmethod
+    def scoring(cls, kwargs: dict[str, Any]) -> str | None:
+        """How this engine scores log-likelihoods (lm-eval's ``loglikelihood``), decided without starting it: a
+        server dialect of ``serving._scoring`` (``vllm``, ``llamacpp``, ``sglang``), ``forward`` (an in-process
+        forward pass), or None: it cannot, and a suite that needs it fails at preflight."""
+        return None
+
+    async def score(self, request: ScoreRequest) -> ScoreResult:
+        """Log-likelihoods of the request's continuations (engines without a server of their own; a server's
+        replicas are scored over HTTP by the pool)."""
+        from omnieval.core import RequestFailed
+
+        raise RequestFailed(f"engine {self.name!r} cannot score log-likelihoods")
+
+    async def tokenize(self, request: TokenizeRequest) -> TokenizeResult:
+        """Token ids of a text with the served model's tokenizer, no special tokens added."""
+        from omnieval.core import RequestFailed
+
+        raise RequestFailed(f"engine {self.name!r} does not tokenize")
 
     @abstractmethod
     async def start(self) -> None:

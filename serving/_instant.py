@@ -15,7 +15,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from serving._features import ALL, EngineFeatures
 from serving._managed import ServerEngine
@@ -53,6 +53,24 @@ def _text_completion_stream(max_tokens: int) -> bytes:
     events = [head | {"choices": [{"index": 0, "text": INSTANT_TEXT if i == 0 else "."}]} for i in range(max_tokens)]
     events.append(head | {"choices": [], "usage": usage})
     return "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode() + b"data: [DONE]\n\n"
+
+
+def _tokens(text: str) -> list[int]:
+    """The INSTANT tokenizer: one token per character (its code point), so ``enc(a)`` is a prefix of ``enc(a + b)``."""
+    return [ord(c) for c in text]
+
+
+def _scored_completion(prompts: list[list[int]]) -> bytes:
+    """vLLM's reply to ``prompt_logprobs: 1``: every prompt token after the first at log-probability -1, rank 1."""
+    choices = []
+    for i, ids in enumerate(prompts):
+        entries = ",".join('{"%d":{"logprob":-1.0,"rank":1}}' % t for t in ids[1:])
+        choices.append('{"index":%d,"text":"","finish_reason":"length","prompt_logprobs":[null%s]}'
+                       % (i, "," + entries if entries else ""))  # fmt: skip
+    n = sum(len(p) for p in prompts)
+    usage = '{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (n, len(prompts), n + len(prompts))
+    return ('{"id":"instant","object":"text_completion","model":"instant","choices":[%s],"usage":%s}'
+            % (",".join(choices), usage)).encode()  # fmt: skip
 
 
 _MODELS = json.dumps({"object": "list", "data": [{"id": "instant", "object": "model"}]}).encode()
@@ -105,6 +123,12 @@ class _Protocol(asyncio.Protocol):
             if out is None:
                 out = self._cache[max_tokens] = _response("200 OK", _completion(max_tokens))
             return out
+        if method == "POST" and path == "/tokenize":  # vLLM's shape: {"prompt"} -> {"tokens"}
+            try:
+                toks = _tokens(str(json.loads(body)["prompt"]))
+            except (ValueError, KeyError, TypeError):
+                return _response("400 Bad Request", b'{"error":"tokenize takes {\\"prompt\\": text}"}')
+            return _response("200 OK", json.dumps({"tokens": toks, "count": len(toks)}).encode())
         if method == "POST" and path in ("/v1/completions", "/completions"):  # legacy completions (engine probes)
             try:
                 req = json.loads(body)
@@ -112,6 +136,12 @@ class _Protocol(asyncio.Protocol):
             except (ValueError, AttributeError):
                 return _response("400 Bad Request", b'{"error":"body is not a JSON object"}')
             self.counter[0] += 1
+            if req.get("prompt_logprobs") is not None:  # scoring, as vLLM answers it
+                prompt = req.get("prompt")
+                prompts = prompt if prompt and isinstance(prompt[0], list) else [prompt]
+                if not all(isinstance(p, list) for p in prompts):
+                    return _response("400 Bad Request", b'{"error":"the INSTANT server scores token-id prompts"}')
+                return _response("200 OK", _scored_completion(prompts))
             if req.get("stream"):
                 return _response("200 OK", _text_completion_stream(max_tokens), "text/event-stream")
             return _response("200 OK", _text_completion(max_tokens))
@@ -142,6 +172,7 @@ class InstantEngine(ServerEngine):
     """INSTANT (no model): a replica that owns an instant server process, for line-rate benchmarks only."""
 
     name: ClassVar[str] = "instant"
+    score_dialect: ClassVar[Literal["vllm", "llamacpp", "sglang"] | None] = "vllm"
 
     @classmethod
     def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
@@ -151,6 +182,7 @@ class InstantEngine(ServerEngine):
     def __init__(self, *, replica_id: str, model: str, model_path: str | None = None, **kwargs: Any) -> None:
         super().__init__(replica_id=replica_id, model=model, **kwargs)
         self.startup_timeout_s = 60.0
+        self._stats.prefix_token_id = 0
 
     def version(self) -> str | None:
         return "instant (no model)"

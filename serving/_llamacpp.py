@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+
+import httpx
 
 from omnieval.core import OmnievalUserError
 from serving._features import EngineFeatures, mmproj_features
@@ -46,6 +48,7 @@ class LlamaCppEngine(ServerEngine):
     det2/det3 build) two runs of the quickstart gave identical predictions."""
 
     name: ClassVar[str] = "llamacpp"
+    score_dialect: ClassVar[Literal["vllm", "llamacpp", "sglang"] | None] = "llamacpp"
 
     @classmethod
     def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:
@@ -104,6 +107,24 @@ class LlamaCppEngine(ServerEngine):
         self._version = f"{reported} [{binary.parent.name}]"
         self._binary = binary
         await super().start()
+        self._stats.prefix_token_id = await self._prefix_token()
+
+    async def _prefix_token(self) -> int | None:
+        """BOS (else EOS) as llama-server names it in ``/props``, as an id from its own ``/tokenize``."""
+        assert self._client is not None
+        root = self.base_url.removesuffix("/v1")
+        try:
+            props = (await self._client.get(root + "/props", timeout=10.0)).json()
+            for name in ("bos_token", "eos_token"):
+                if props.get(name):
+                    r = await self._client.post(root + "/tokenize", json={"content": props[name], "add_special": False},
+                                                timeout=10.0)  # fmt: skip
+                    toks = r.json().get("tokens") or []
+                    if len(toks) == 1:
+                        return int(toks[0])
+        except (httpx.HTTPError, OSError, ValueError):
+            return None
+        return None
 
     def server_command(self) -> list[str]:
         assert self._binary is not None

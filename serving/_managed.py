@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import httpx
 
@@ -301,8 +301,16 @@ class ServerEngine(OpenAIEngine):
     """An engine whose replica runs the engine's own OpenAI-compatible server: the replica owns the process (start,
     health, restart by Serve, shutdown) and publishes its ``Endpoint``; clients send requests to it directly."""
 
+    score_dialect: ClassVar[Literal["vllm", "llamacpp", "sglang"] | None] = None
+    """How the server scores log-likelihoods (``serving._scoring``); None: it cannot."""
+
+    @classmethod
+    def scoring(cls, kwargs: dict[str, Any]) -> str | None:
+        return cls.score_dialect
+
     def __init__(self, *, replica_id: str, model: str, **kwargs: Any) -> None:
         super().__init__(replica_id=replica_id, model=model, base_url="http://127.0.0.1:0/v1", **kwargs)
+        self.scoring_dialect = self.score_dialect
         self._server: ManagedServer | None = None
         self.startup_timeout_s = 180.0
 
@@ -334,7 +342,8 @@ class ServerEngine(OpenAIEngine):
         if self._server is None:
             return None
         return Endpoint(base_url=self._server.public_url + "/v1", served_model_name=self.served_model_name,
-                        api_key=self._server.api_key, node_ip=self._server.node_ip, dialect=self.dialect)  # fmt: skip
+                        api_key=self._server.api_key, node_ip=self._server.node_ip, dialect=self.dialect,
+                        scoring=self.scoring_dialect)  # fmt: skip
 
     def log_tail(self, n: int = 5) -> str:
         return self._server.log_tail(n) if self._server is not None else ""

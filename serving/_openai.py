@@ -6,16 +6,18 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import httpx
 
 from omnieval.core import ReplicaDead, RequestFailed
 from serving._engine import Engine, pop_known
 from serving._features import ALL, EngineFeatures
+from serving._scoring import ScoringDialect
 from serving._types import Endpoint, GenerationRequest, GenerationResult, TokenLogprob
 
-_DEFAULTS: dict[str, Any] = {"timeout_s": 300.0, "slots": 8, "max_connections": 256}
+_DEFAULTS: dict[str, Any] = {"timeout_s": 300.0, "slots": 8, "max_connections": 256, "scoring": None}
+SCORING_DIALECTS = ("vllm", "llamacpp", "sglang")
 
 
 VIDEO_SAMPLING = ("num_frames", "sampling_strategy", "fps")
@@ -98,7 +100,9 @@ def completion_payload(req: GenerationRequest, served_model_name: str) -> dict[s
     return body
 
 
-def request_route(req: GenerationRequest, served_model_name: str, dialect: str = "openai") -> tuple[str, dict[str, Any]]:
+def request_route(
+    req: GenerationRequest, served_model_name: str, dialect: str = "openai"
+) -> tuple[str, dict[str, Any]]:
     """Path and body of a request on an OpenAI-compatible server: a chat, or a raw-prompt text completion."""
     if req.prompt is not None:
         return "/completions", completion_payload(req, served_model_name)
@@ -185,6 +189,18 @@ class OpenAIEngine(Engine):
         narrows ``models[].modalities`` (engines that run their own server override this)."""
         return EngineFeatures(ALL.modalities, True, "an external server (set models[].modalities to check it)")
 
+    @classmethod
+    def scoring(cls, kwargs: dict[str, Any]) -> str | None:
+        """An external server scores only when the suite says which server it is (``engine_kwargs.scoring``:
+        vllm, sglang or llamacpp): the OpenAI API itself has no prompt log-probabilities."""
+        got = kwargs.get("scoring")
+        if got is not None and got not in SCORING_DIALECTS:
+            from omnieval.core import OmnievalUserError
+
+            raise OmnievalUserError(f"engine 'openai': engine_kwargs.scoring must be one of {list(SCORING_DIALECTS)} "
+                                    f"(the server behind the endpoint) or unset, got {got!r}")  # fmt: skip
+        return got
+
     def __init__(
         self,
         *,
@@ -207,6 +223,7 @@ class OpenAIEngine(Engine):
         self._server_version: str | None = None
         self.node_ip: str | None = None
         """Set by managed servers (the Ray node's IP); None marks a server outside the cluster."""
+        self.scoring_dialect: ScoringDialect | None = cast("ScoringDialect | None", type(self).scoring(opts) if self.name == "openai" else None)
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
@@ -232,7 +249,7 @@ class OpenAIEngine(Engine):
 
     def endpoint(self) -> Endpoint | None:
         return Endpoint(base_url=self.base_url, served_model_name=self.served_model_name, api_key=self._api_key or None,
-                        node_ip=self.node_ip)  # fmt: skip
+                        node_ip=self.node_ip, scoring=self.scoring_dialect)  # fmt: skip
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         if self._client is None:

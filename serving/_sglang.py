@@ -14,12 +14,13 @@ import importlib.metadata
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from omnieval.core import MissingDependencyError, OmnievalUserError
 from serving._engine import split_passthrough
 from serving._features import EngineFeatures, hf_features
 from serving._managed import ServerEngine, cli_flags
+from serving._scoring import checkpoint_prefix_token
 from serving._vllm import has_cuda_device
 
 SGLANG_PIP = "pip install 'omnieval[sglang]'"
@@ -58,6 +59,7 @@ class SGLangEngine(ServerEngine):
     """SGLang's scheduler batches everything in flight (continuous batching with RadixAttention prefix reuse)."""
 
     name: ClassVar[str] = "sglang"
+    score_dialect: ClassVar[Literal["vllm", "llamacpp", "sglang"] | None] = "sglang"
     tp_kwarg: ClassVar[str | None] = "tp_size"
 
     @classmethod
@@ -98,6 +100,7 @@ class SGLangEngine(ServerEngine):
         if bad:
             raise OmnievalUserError(f"engine 'sglang': this sglang's ServerArgs has no field(s) {sorted(bad)}")
         await super().start()
+        self._stats.prefix_token_id = checkpoint_prefix_token(self.checkpoint)
 
     def server_command(self) -> list[str]:
         assert self.checkpoint is not None

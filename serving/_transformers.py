@@ -31,7 +31,16 @@ from serving._engine import Engine, pop_known
 from serving._features import EngineFeatures, hf_features
 from serving._media import decode_audio
 from serving._text import chat_token_ids, cut_at_stop, has_media, hf_chat
-from serving._types import EngineStats, GenerationRequest, GenerationResult
+from serving._types import (
+    ChoiceLogprob,
+    EngineStats,
+    GenerationRequest,
+    GenerationResult,
+    ScoreRequest,
+    ScoreResult,
+    TokenizeRequest,
+    TokenizeResult,
+)
 
 TRANSFORMERS_PIP = "pip install 'omnieval[transformers]'"
 
@@ -87,6 +96,11 @@ class TransformersEngine(Engine):
         f = hf_features(model_path)
         return EngineFeatures(f.modalities & {"text", "image", "audio"}, False, f.source + " (transformers)")
 
+    @classmethod
+    def scoring(cls, kwargs: dict[str, Any]) -> str | None:
+        """A forward pass over context + continuation, as lm-eval's ``hf`` model scores (``HFLM``)."""
+        return "forward"
+
     def __init__(self, *, replica_id: str, model: str, model_path: str, **kwargs: Any) -> None:
         super().__init__(replica_id=replica_id, model=model)
         self.opts = pop_known(kwargs, self.name, _DEFAULTS)
@@ -114,6 +128,7 @@ class TransformersEngine(Engine):
         await asyncio.to_thread(self._load)
         self._wake = asyncio.Event()  # bind to the running loop
         self._loop_task = asyncio.get_running_loop().create_task(self._batch_loop())
+        self._score_lock = asyncio.Lock()
 
     def _load(self) -> None:
         try:
@@ -159,6 +174,8 @@ class TransformersEngine(Engine):
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
         self._tok, self._model = tok, model.to(device).eval()
+        prefix = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+        self._stats.prefix_token_id = None if prefix is None else int(prefix)
 
     async def _batch_loop(self) -> None:
         wait_s = float(self.opts["batch_wait_ms"]) / 1000.0
@@ -254,8 +271,10 @@ class TransformersEngine(Engine):
         torch, tok = self._torch, self._tok
         t0 = time.monotonic()
         o = reqs[0].options
-        ids = [chat_token_ids(tok, r.messages, self.name) if r.prompt is None else [int(i) for i in tok.encode(r.prompt)]
-               for r in reqs]  # a raw prompt is tokenized as is, with the tokenizer's own special-token default
+        ids = [
+            chat_token_ids(tok, r.messages, self.name) if r.prompt is None else [int(i) for i in tok.encode(r.prompt)]
+            for r in reqs
+        ]  # a raw prompt is tokenized as is, with the tokenizer's own special-token default
         width = max(len(x) for x in ids)
         pad = tok.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=self._model.device)
@@ -280,6 +299,51 @@ class TransformersEngine(Engine):
             result = await fut
             result.engine_latency_s = time.monotonic() - t0
         return self._account(result)
+
+    async def tokenize(self, request: TokenizeRequest) -> TokenizeResult:
+        if self._tok is None:
+            raise ReplicaDead("transformers engine is not running", replica_id=self._stats.replica_id)
+        ids = self._tok.encode(request.text, add_special_tokens=False)
+        return TokenizeResult(request_id=request.request_id, tokens=[int(i) for i in ids],
+                              replica_id=self._stats.replica_id)  # fmt: skip
+
+    async def score(self, request: ScoreRequest) -> ScoreResult:
+        if self._loop_task is None or self._loop_task.done():
+            raise ReplicaDead("transformers engine is not running", replica_id=self._stats.replica_id)
+        t0 = time.monotonic()
+        with self._track():
+            async with self._score_lock:  # one forward at a time: they would only split the same cores
+                try:
+                    choices = await asyncio.to_thread(self._score, request)
+                except Exception as e:  # noqa: BLE001 - e.g. out of memory: fail this request, keep serving
+                    raise RequestFailed(f"transformers forward failed: {e!r}") from None
+        n = len(request.context) + sum(len(c) for c in request.continuations)
+        return ScoreResult(request_id=request.request_id, choices=choices, prompt_tokens=n,
+                           engine_latency_s=time.monotonic() - t0, replica_id=self._stats.replica_id)  # fmt: skip
+
+    def _score(self, request: ScoreRequest) -> list[ChoiceLogprob]:
+        """lm-eval's ``HFLM._loglikelihood_tokens`` on one document's choices: the input is context + continuation
+        minus its last token (right-padded), the log-softmax rows that predict the continuation are gathered."""
+        torch = self._torch
+        rows = [request.context + c for c in request.continuations]
+        inputs = [r[:-1] for r in rows]
+        width = max(len(x) for x in inputs)
+        pad = int(self._tok.pad_token_id)
+        dev = self._model.device
+        ids = torch.tensor([x + [pad] * (width - len(x)) for x in inputs], device=dev)
+        with torch.inference_mode():  # right padding under a causal mask changes no real position (as HFLM runs it)
+            logits = self._model(input_ids=ids).logits
+            logp = torch.log_softmax(logits.float(), dim=-1)
+        out = []
+        for i, cont in enumerate(request.continuations):
+            n_in = len(inputs[i])
+            rows_i = logp[i, n_in - len(cont) : n_in]
+            target = torch.tensor(cont, device=dev)
+            lps = rows_i.gather(1, target.unsqueeze(1)).squeeze(1).tolist()
+            greedy = bool((rows_i.argmax(dim=-1) == target).all())
+            out.append(ChoiceLogprob(logprob=float(sum(lps)), n_tokens=len(cont), is_greedy=greedy,
+                                     token_logprobs=[float(x) for x in lps]))  # fmt: skip
+        return out
 
     async def check_health(self) -> bool:
         return self._loop_task is not None and not self._loop_task.done()

@@ -29,6 +29,9 @@ class Endpoint(BaseModel):
     dialect: Literal["openai", "vllm"] = "openai"
     """Request extensions the server takes beyond OpenAI's: ``vllm`` reads a clip's sampling from
     ``media_io_kwargs`` (the Record's ``num_frames`` / ``fps``); others get plain ``video_url`` parts."""
+    scoring: Literal["vllm", "llamacpp", "sglang"] | None = None
+    """How the server tokenizes and returns log-probabilities of given tokens (``serving._scoring``); None: it
+    cannot score (generation only)."""
 
     def url_for(self, client_ip: str | None) -> str:
         """Base URL for a client on ``client_ip``: loopback when it shares the server's node."""
@@ -59,6 +62,71 @@ class GenerationRequest(BaseModel):
         if self.prompt is not None and self.messages:
             raise ValueError("a request carries chat messages or a raw prompt, not both")
         return self
+
+
+class ScoreRequest(BaseModel):
+    """Log-likelihood of continuations given one shared context, on token ids the served model's own tokenizer
+    made (a multiple-choice document's choices travel together: one replica, one prefix)."""
+
+    model_config = ConfigDict(extra="forbid")
+    request_id: str
+    """Unique id, as for generation."""
+    context: list[int] = Field(min_length=1)
+    """Context token ids (lm-eval puts the prefix token here when the context is empty)."""
+    continuations: list[list[int]] = Field(min_length=1)
+    """Token ids of each continuation, scored after ``context``."""
+
+
+class TokenizeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    request_id: str
+    """Unique id."""
+    text: str
+    """Text to tokenize with the served model's own tokenizer, no special tokens added."""
+
+
+class TokenizeResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    request_id: str
+    """Echo of the request id."""
+    tokens: list[int]
+    """Token ids."""
+    replica_id: str = ""
+    """Replica that answered."""
+    completion_tokens: int = 0
+    """Always 0 (pool accounting treats every result kind alike)."""
+
+
+class ChoiceLogprob(BaseModel):
+    """One continuation's score: what lm-eval's ``loglikelihood`` returns, plus the per-token detail."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    logprob: float
+    """Sum of the continuation tokens' natural-log probabilities."""
+    n_tokens: int
+    """Continuation tokens scored."""
+    is_greedy: bool
+    """Every continuation token was the model's most likely next token."""
+    token_logprobs: list[float] = Field(default_factory=list)
+    """Each continuation token's log-probability, in order."""
+
+
+class ScoreResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    request_id: str
+    """Echo of the request id."""
+    choices: list[ChoiceLogprob]
+    """One per continuation, in the request's order."""
+    prompt_tokens: int = 0
+    """Tokens the engine read (context + continuations)."""
+    engine_latency_s: float = 0.0
+    """Seconds spent inside the replica."""
+    replica_id: str = ""
+    """Replica that served it."""
+    completion_tokens: int = 0
+    """Always 0 (nothing is generated); here so pool accounting treats both result kinds alike."""
+    from_cache: bool = Field(default=False, exclude=True)
+    """Answered from the response cache (never stored in it)."""
 
 
 class TokenLogprob(BaseModel):
@@ -140,6 +208,8 @@ class EngineStats(BaseModel):
     """sha256 of the weights file."""
     endpoint: Endpoint | None = None
     """The engine's own OpenAI-compatible server, when it has one: clients send requests there directly."""
+    prefix_token_id: int | None = None
+    """The token lm-eval scores an empty context after (the tokenizer's BOS, else its EOS); None: not known."""
 
     @property
     def tokens_per_s(self) -> float:

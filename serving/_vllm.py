@@ -23,6 +23,7 @@ from omnieval.core import MissingDependencyError, OmnievalUserError
 from serving._engine import split_passthrough
 from serving._features import EngineFeatures, hf_features
 from serving._managed import ServerEngine, cli_flags
+from serving._scoring import checkpoint_prefix_token
 from serving._types import EngineStats
 
 # AsyncEngineArgs fields accepted as engine_kwargs (None: leave vLLM's default). Anything else goes in
@@ -126,6 +127,7 @@ class VLLMEngine(ServerEngine):
     """Owns a ``vllm.entrypoints.openai.api_server`` process; vLLM's scheduler batches everything in flight."""
 
     name: ClassVar[str] = "vllm"
+    score_dialect: ClassVar[Literal["vllm", "llamacpp", "sglang"] | None] = "vllm"
     tp_kwarg: ClassVar[str | None] = "tensor_parallel_size"
     dialect: ClassVar[Literal["openai", "vllm"]] = "vllm"
 
@@ -166,6 +168,7 @@ class VLLMEngine(ServerEngine):
         fields = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
         engine_args_dict(self.checkpoint, self.args, fields)  # a typo fails here, with the allowed names
         await super().start()
+        self._stats.prefix_token_id = checkpoint_prefix_token(self.checkpoint)
 
     def server_command(self) -> list[str]:
         assert self.checkpoint is not None

@@ -101,9 +101,12 @@ class FrameworkAdapter(ABC):
     name: ClassVar[str]
     pip_line: ClassVar[str]
 
-    def check(self, task: str, options: dict[str, Any], where: str) -> None:  # noqa: B027 - optional hook
+    def check(self, task: str, options: dict[str, Any], where: str,  # noqa: B027 - optional hook
+              scorers: dict[str, tuple[str, str | None]] | None = None) -> None:  # fmt: skip
         """Before anything is deployed: the task exists (did-you-mean), its options are the framework's, its
-        local files are there. Raises ``OmnievalUserError`` naming ``where``; the default checks nothing."""
+        local files are there, and every model it runs on can answer it (``scorers``: model -> (engine, how it
+        scores log-likelihoods or None)). Raises ``OmnievalUserError`` naming ``where``; the default checks
+        nothing."""
 
     @abstractmethod
     def run(self, *, task: str, options: dict[str, Any], model: str, bridge: Any, limit: int | None,

@@ -13,9 +13,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from omnieval.core import PoolConfig
-from pool import Dispatcher, ResponseCache, lookup_response
+from pool import Dispatcher, ResponseCache, lookup_response, lookup_scores
 from schedulers import RoutingRequest
-from serving import GenerationRequest, GenerationResult, prompt_text
+from serving import GenerationRequest, GenerationResult, ScoreRequest, ScoreResult, TokenizeRequest, prompt_text
 
 T = TypeVar("T")
 
@@ -33,7 +33,7 @@ class PoolBridge:
         self.cache_hits = 0
         self.ready_timeout_s = 3600.0
         self._is_ready = False
-        self.on_result: Callable[[GenerationResult | BaseException], None] | None = None
+        self.on_result: Callable[[GenerationResult | ScoreResult | BaseException], None] | None = None
         """Called (on the bridge's loop thread) as each request finishes: the run's progress for framework tasks."""
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -45,7 +45,8 @@ class PoolBridge:
             self.cache_hits += 1
             return cached.hit.model_copy(update={"from_cache": True})  # the adapter's Record says so
         routing = RoutingRequest(
-            model=self.model, prompt_text=req.prompt if req.prompt is not None else prompt_text(req.messages),
+            model=self.model,
+            prompt_text=req.prompt if req.prompt is not None else prompt_text(req.messages),
             est_tokens=req.options.max_tokens,
         )
         try:
@@ -78,6 +79,63 @@ class PoolBridge:
                 await self._ready()
                 self._is_ready = True
             return list(await asyncio.gather(*(self._reported(r) for r in requests)))
+
+        return self._run(all_())
+
+    async def _score_one(self, req: ScoreRequest, prefix: str) -> ScoreResult | BaseException:
+        cached = await lookup_scores(self.cache, self.dispatcher, req)
+        if cached.hit is not None:
+            self.cache_hits += 1
+            res: ScoreResult | BaseException = cached.hit.model_copy(update={"from_cache": True})
+        else:
+            try:  # the context's text routes it: a prefix-aware policy keeps one context on one replica
+                res, _, _ = await self.dispatcher.submit(req, RoutingRequest(model=self.model, prompt_text=prefix,
+                                                                             est_tokens=1))  # fmt: skip
+                self.sent += 1
+                cached.store(res)
+            except Exception as e:  # noqa: BLE001 - returned per request, as for generation
+                res = e
+        if self.on_result is not None:
+            self.on_result(res)
+        return res
+
+    async def _when_ready(self) -> None:
+        if not self._is_ready:
+            await self._ready()
+            self._is_ready = True
+
+    def prefix_token_id(self) -> int | None:
+        """BOS (else EOS) of the served tokenizer, once a replica is up."""
+
+        async def get() -> int | None:
+            await self._when_ready()
+            return self.dispatcher.prefix_token_id()
+
+        return self._run(get())
+
+    def score(self, requests: list[tuple[ScoreRequest, str]]) -> list[ScoreResult | BaseException]:
+        """Log-likelihoods of (request, context text) pairs, all in flight at once."""
+
+        async def all_() -> list[ScoreResult | BaseException]:
+            await self._when_ready()
+            return list(await asyncio.gather(*(self._score_one(r, p) for r, p in requests)))
+
+        return self._run(all_())
+
+    def tokenize(self, texts: list[str]) -> list[list[int] | BaseException]:
+        """Token ids of each text from the served model's own tokenizer (any healthy replica: they share it)."""
+
+        async def one(i: int, text: str) -> list[int] | BaseException:
+            try:
+                res, _, _ = await self.dispatcher.submit(TokenizeRequest(request_id=f"tokenize/{i}", text=text),
+                                                         RoutingRequest(model=self.model, prompt_text="", est_tokens=0))  # fmt: skip
+                return res.tokens
+            except Exception as e:  # noqa: BLE001 - the caller names the text that failed
+                return e
+
+        async def all_() -> list[list[int] | BaseException]:
+            await self._when_ready()
+            return list(await asyncio.gather(*(one(i, t) for i, t in enumerate(texts))))
 
         return self._run(all_())
 

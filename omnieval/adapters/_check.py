@@ -15,7 +15,7 @@ from typing import Any
 from omnieval.core import OmnievalUserError
 
 CheckItem = dict[str, Any]
-"""``{"framework", "task", "options", "where"}``."""
+"""``{"framework", "task", "options", "where", "scorers"}`` (scorers: model -> [engine, scoring or None])."""
 
 
 def check_here(items: list[CheckItem]) -> list[str]:
@@ -25,7 +25,8 @@ def check_here(items: list[CheckItem]) -> list[str]:
     errors = []
     for it in items:
         try:
-            ADAPTERS.get(it["framework"])().check(it["task"], it["options"], it["where"])
+            scorers = {m: (str(v[0]), v[1]) for m, v in (it.get("scorers") or {}).items()}
+            ADAPTERS.get(it["framework"])().check(it["task"], it["options"], it["where"], scorers)
         except OmnievalUserError as e:
             errors.append(str(e))
         except ImportError as e:

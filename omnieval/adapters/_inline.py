@@ -42,7 +42,7 @@ class _LazyBridge:
         self.key = key
         self.bridge: Any = None
 
-    def generate(self, requests: list[Any]) -> list[Any]:
+    def _ensure(self) -> Any:
         if self.bridge is None:
             self.owner.ready.wait()
             if self.owner.controller is None:
@@ -51,13 +51,31 @@ class _LazyBridge:
 
             self.bridge = PoolBridge(self.model, self.owner.controller, self.owner.pool_cfg, seed=self.owner.seed,
                                      cache_path=self.owner.cache_path)  # fmt: skip
+        return self.bridge
+
+    def _expect(self, n: int) -> None:
         progress, key = self.owner.progress, (self.model, self.key)
         if progress is not None:  # the framework's request count is known now: the run's progress shows it
-            progress.expect(key, len(requests))
+            progress.expect(key, n)
             self.bridge.on_result = lambda res: progress.advance_counts(
                 {key: 1}, tokens=0 if isinstance(res, BaseException) else res.completion_tokens
             )
+
+    def generate(self, requests: list[Any]) -> list[Any]:
+        self._ensure()
+        self._expect(len(requests))
         return list(self.bridge.generate(requests))
+
+    def score(self, requests: list[Any]) -> list[Any]:
+        self._ensure()
+        self._expect(len(requests))
+        return list(self.bridge.score(requests))
+
+    def tokenize(self, texts: list[str]) -> list[Any]:
+        return list(self._ensure().tokenize(texts))
+
+    def prefix_token_id(self) -> int | None:
+        return self._ensure().prefix_token_id()  # type: ignore[no-any-return]
 
     def close(self) -> None:
         if self.bridge is not None:

@@ -16,8 +16,20 @@ import time
 from typing import Any, ClassVar
 
 from omnieval.adapters._base import FrameworkAdapter, FrameworkResult, cache_meta, harness_rows, import_framework
-from omnieval.adapters._lmeval_tasks import evaluate_kwargs, resolve_task, task_manager, task_spec, top_name
+from omnieval.adapters._lmeval_tasks import (
+    LOGLIKELIHOOD_TYPES,
+    evaluate_kwargs,
+    generative_variants,
+    output_types,
+    parse_options,
+    resolve_task,
+    task_manager,
+    task_spec,
+    top_name,
+)
+from omnieval.adapters._loglik import encode_pair, group_by_context, rolling_windows, texts_to_tokenize, truncate
 from omnieval.core import (
+    ChoiceScore,
     GenerationOptions,
     Message,
     OmnievalUserError,
@@ -27,7 +39,7 @@ from omnieval.core import (
     TextOutput,
     Usage,
 )
-from serving import GenerationRequest, GenerationResult
+from serving import ChoiceLogprob, GenerationRequest, GenerationResult, ScoreRequest
 
 PIP_LINE = "pip install 'omnieval[lmeval]'"
 _UNIT_METRICS = {"acc", "acc_norm", "exact_match", "f1", "mcc", "em", "pass@1", "pass_at_1", "brier_score"}
@@ -98,7 +110,7 @@ def request_for(i: int, ctx: Any, kw: dict[str, Any], generation: GenerationOpti
     return GenerationRequest(request_id=f"lmeval/{i}", messages=[], prompt=str(ctx), options=opts)
 
 
-def make_pool_lm(bridge: Any, generation: GenerationOptions) -> Any:
+def make_pool_lm(bridge: Any, generation: GenerationOptions, max_length: int = 2048) -> Any:
     """Build the ``LM`` subclass lazily so importing omnieval never imports lm-eval."""
     _, LM = _import_lm_eval()
 
@@ -111,6 +123,12 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions) -> Any:
             self.failures: dict[str, str] = {}
             self.results: dict[str, GenerationResult] = {}
             self.ignored_kwargs: set[str] = set()
+            self.scored: dict[tuple[str, str | None], list[ChoiceLogprob]] = {}
+            self.replica_of: dict[str, str] = {}
+            """Context (or document) -> the replica that scored it."""
+            self.last_replicas: list[str] = []
+            """Per (context, continuation) — (document, None) for rolling — what the replica returned."""
+            self.max_length = max_length
             self.requests_s = 0.0
             """Seconds spent waiting for the pool's answers (the rest of the task is lm-eval's own work)."""
 
@@ -148,30 +166,134 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions) -> Any:
                     out.append(res.text)
             return out
 
+        def _tokens(self, texts: list[str]) -> dict[str, list[int]]:
+            out: dict[str, list[int]] = {}
+            for text, toks in zip(texts, bridge.tokenize(texts), strict=True):
+                if isinstance(toks, BaseException):
+                    raise OmnievalUserError(f"the replica could not tokenize {text[:80]!r}: {toks}")
+                out[text] = toks
+            return out
+
+        def _score(self, encoded: list[tuple[list[int], list[int]]], labels: list[str]) -> list[ChoiceLogprob | str]:
+            self.last_replicas = ["" for _ in encoded]
+            """Scores of (context ids, continuation ids) pairs; a failed request's pairs get its error text."""
+            out: list[ChoiceLogprob | str] = [ChoiceLogprob(logprob=0.0, n_tokens=0, is_greedy=True)] * len(encoded)
+            todo = [(i, e) for i, e in enumerate(encoded) if e[1]]  # an empty continuation scores 0, greedy
+            groups = group_by_context([e for _, e in todo])
+            reqs = [(ScoreRequest(request_id=f"lmeval/score/{n}", context=g.context, continuations=g.continuations),
+                     labels[todo[g.members[0]][0]]) for n, g in enumerate(groups)]  # fmt: skip
+            t0 = time.monotonic()
+            answers = bridge.score(reqs)
+            self.requests_s += time.monotonic() - t0
+            for g, res in zip(groups, answers, strict=True):
+                for j, m in enumerate(g.members):
+                    out[todo[m][0]] = f"{type(res).__name__}: {res}" if isinstance(res, BaseException) else res.choices[j]
+                    if not isinstance(res, BaseException):
+                        self.last_replicas[todo[m][0]] = res.replica_id
+            return out
+
         def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-            raise OmnievalUserError(
-                "this lm-eval task needs loglikelihood (multiple_choice output); the pool's engines here serve "
-                "chat completions without prompt logprobs — use a generate_until variant of the task"
-            )
+            pairs = []
+            for r in requests:
+                ctx, cont = r.args
+                if _chat(ctx) is not None:
+                    raise OmnievalUserError("a log-likelihood task scores raw text, not a chat: set the task's option "
+                                            "apply_chat_template: false (lm-eval's own chat clients cannot score either)")  # fmt: skip
+                pairs.append((str(ctx), str(cont)))
+            tok = self._tokens(texts_to_tokenize(pairs))
+            prefix = bridge.prefix_token_id()
+            encoded = [truncate(*encode_pair(c, k, tok, prefix), self.max_length) for c, k in pairs]
+            scores = self._score(encoded, [c for c, _ in pairs])
+            out = []
+            for (ctx, cont), sc, rid in zip(pairs, scores, self.last_replicas, strict=True):
+                if isinstance(sc, str):
+                    self.failures[ctx] = sc
+                    out.append((float("-inf"), False))
+                else:
+                    self.scored[(ctx, cont)] = [sc]
+                    self.replica_of[ctx] = rid
+                    out.append((sc.logprob, sc.is_greedy))
+            return out
 
         def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
-            return self.loglikelihood(requests)  # type: ignore[return-value]
+            docs = [str(r.args[0]) for r in requests]
+            tok = self._tokens(list(dict.fromkeys(docs)))
+            prefix = bridge.prefix_token_id()
+            windows = [rolling_windows(tok[d], prefix, self.max_length) for d in docs]
+            flat = [w for ws in windows for w in ws]
+            scores = self._score(flat, [""] * len(flat))
+            out = []
+            k = 0
+            for d, ws in zip(docs, windows, strict=True):
+                got, rids = scores[k : k + len(ws)], self.last_replicas[k : k + len(ws)]
+                k += len(ws)
+                bad = [s for s in got if isinstance(s, str)]
+                if bad:
+                    self.failures[d] = bad[0]
+                    out.append(float("-inf"))
+                else:
+                    self.scored[(d, None)] = [s for s in got if not isinstance(s, str)]
+                    self.replica_of[d] = next((r for r in rids if r), "")
+                    out.append(sum(s.logprob for s in self.scored[(d, None)]))
+            return out
 
     return PoolLM()
 
 
-def check(task: str, options: dict[str, Any], where: str) -> None:
-    """Pre-deploy check of a suite entry (name, options, local files); raises ``OmnievalUserError``. Cheap: lm-eval's
-    task modules are imported only for the user's own task folders."""
-    resolve_task(task, options, where=where)
+def _is_loglikelihood(args: list[Any]) -> bool:
+    """lm-eval's arguments of a log-likelihood sample are (context, continuation) or (document,) strings; a
+    generation sample's are (context, generation kwargs)."""
+    return bool(args) and isinstance(args[0], (tuple, list)) and all(isinstance(x, str) for x in args[0])
+
+
+def _choice_scores(args: list[Any], scored: dict[tuple[str, str | None], list[ChoiceLogprob]]) -> list[ChoiceScore] | None:
+    """A log-likelihood sample's scores as the Record keeps them (each choice, or each rolling window of the
+    document); None when a request of the sample failed (the Record then carries the error)."""
+    keys = [(str(args[0][0]), None)] if len(args[0]) == 1 else [(str(a[0]), str(a[1])) for a in args]
+    got = [scored.get(k) for k in keys]
+    if any(g is None for g in got):
+        return None
+    return [ChoiceScore(option=k[1], logprob=c.logprob, n_tokens=c.n_tokens, is_greedy=c.is_greedy)
+            for k, g in zip(keys, got, strict=True) for c in (g or [])]  # fmt: skip
+
+
+SCORING_ENGINES = "a vllm, sglang, transformers or llamacpp replica (an external server: engine_kwargs.scoring)"
+
+
+def check(task: str, options: dict[str, Any], where: str,
+          scorers: dict[str, tuple[str, str | None]] | None = None) -> None:  # fmt: skip
+    """Pre-deploy check of a suite entry (name, options, local files, and that every model can answer it); raises
+    ``OmnievalUserError``. Cheap: lm-eval's task modules are imported only for the user's own task folders, and
+    task YAMLs are read only when a model cannot score or the chat template is on."""
+    resolved = resolve_task(task, options, where=where)
+    incapable = {m: e for m, (e, how) in (scorers or {}).items() if how is None}
+    chat = bool(parse_options(options).apply_chat_template)
+    if not incapable and not chat:
+        return
+    types = output_types(resolved, task_manager(resolved))
+    needs = sorted({t for t in types.values() if t in LOGLIKELIHOOD_TYPES})
+    if not needs:
+        return
+    which = next(n for n, t in types.items() if t in LOGLIKELIHOOD_TYPES)
+    if chat:
+        raise OmnievalUserError(f"{where}: lmeval:{task} scores log-likelihoods ({which}: output_type {needs[0]}) of raw "
+                                "text; set options.apply_chat_template: false (lm-eval's own chat clients cannot score "
+                                "either)")  # fmt: skip
+    model, engine = next(iter(incapable.items()))
+    variants = generative_variants(task)
+    alt = f", or a generative variant of the task ({', '.join(variants)})" if variants else ""
+    raise OmnievalUserError(f"{where}: lmeval:{task} needs log-likelihoods ({which}: output_type {needs[0]}); model "
+                            f"{model!r} runs on engine {engine!r}, which cannot score them (no prompt "
+                            f"log-probabilities). Use {SCORING_ENGINES}{alt}")  # fmt: skip
 
 
 class LMEvalAdapter(FrameworkAdapter):
     name: ClassVar[str] = "lmeval"
     pip_line: ClassVar[str] = PIP_LINE
 
-    def check(self, task: str, options: dict[str, Any], where: str) -> None:
-        check(task, options, where)
+    def check(self, task: str, options: dict[str, Any], where: str,
+              scorers: dict[str, tuple[str, str | None]] | None = None) -> None:  # fmt: skip
+        check(task, options, where, scorers)
 
     def run(self, *, task: str, options: dict[str, Any], model: str, bridge: Any, limit: int | None,
             generation: GenerationOptions) -> FrameworkResult:  # fmt: skip
@@ -181,7 +303,7 @@ class LMEvalAdapter(FrameworkAdapter):
         resolved = resolve_task(task, options)
         tm = task_manager(resolved)  # built once: simple_evaluate reuses it
         spec = task_spec(resolved, tm, options)
-        lm = make_pool_lm(bridge, generation)
+        lm = make_pool_lm(bridge, generation, parse_options(options).max_length)
         t1 = time.monotonic()
         res = lm_eval.simple_evaluate(model=lm, tasks=[spec], task_manager=tm, **evaluate_kwargs(options, limit))
         t2 = time.monotonic()
@@ -223,6 +345,20 @@ class LMEvalAdapter(FrameworkAdapter):
             gen = lm.results.get(key)
             failure = lm.failures.get(key)
             filtered = s["filtered_resps"][0] if s.get("filtered_resps") else None
+            if _is_loglikelihood(s.get("arguments") or []):
+                choices = _choice_scores(s["arguments"], lm.scored)
+                failure = failure or (None if choices is not None else "a scoring request of this document failed")
+                rec = Record(
+                    benchmark=bench, index=doc_id, model=model, sample_id=s.get("doc_hash"),
+                    messages=[Message.text("user", str(ctx))], label=s.get("target"),
+                    options=[str(a[1]) for a in s["arguments"]] if len(s["arguments"][0]) > 1 else None,
+                    output=None if failure or choices is None else Output(
+                        choices=choices, replica=lm.replica_of.get(str(ctx)) or None),
+                    error=RecordError(kind="request_failed", message=failure) if failure else None,
+                    metrics=numeric, meta={"framework": "lmeval", "raw_prompt": True},
+                )  # fmt: skip
+                by_doc[doc_id] = rec
+                continue
             rec = Record(
                 benchmark=bench, index=doc_id, model=model, sample_id=s.get("doc_hash"),
                 messages=[Message.text(m["role"], m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))

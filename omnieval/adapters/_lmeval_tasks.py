@@ -48,6 +48,9 @@ class LMEvalOptions(BaseModel):
     """Run a bundled task on local files (split -> path), keeping its prompt, filters and metrics."""
     alias: str | None = None
     """Name of the task made by ``data_files`` (default ``<task>_local``)."""
+    max_length: int = Field(default=2048, ge=3)
+    """Tokens a log-likelihood request keeps (lm-eval's API-model argument ``max_length``): a longer context loses its
+    start, and perplexity windows are this long, as ``local-completions`` cuts them."""
 
 
 def parse_options(options: dict[str, Any], where: str = "options") -> LMEvalOptions:
@@ -269,3 +272,76 @@ def top_name(spec: str | dict[str, Any]) -> str:
         cfg = load_yaml(Path(spec), resolve_func=False)
         return str(cfg.get("group") or cfg.get("task"))
     return spec
+
+
+# ---- what the task asks of the model -----------------------------------------------------------------------------
+
+LOGLIKELIHOOD_TYPES = frozenset({"loglikelihood", "loglikelihood_rolling", "multiple_choice"})
+"""lm-eval output types answered from log-probabilities (``PoolLM.loglikelihood`` / ``loglikelihood_rolling``)."""
+
+
+def output_types(resolved: ResolvedTask, tm: Any) -> dict[str, str]:
+    """Each leaf task of ``resolved`` -> its ``output_type`` (lm-eval's default ``generate_until`` where unset), read
+    from the task YAMLs with their includes, nothing imported or downloaded."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    index = tm.task_index
+    out: dict[str, str] = {}
+    seen: set[str] = set()
+
+    def walk(name: str, inline: dict[str, Any] | None = None) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        entry = index.get(name)
+        if entry is None:
+            if inline is not None and inline.get("output_type"):
+                out[name] = str(inline["output_type"])
+            return
+        kind = entry.kind.name
+        if kind == "TAG":
+            for n, e in index.items():
+                if name in getattr(e, "tags", set()) and e.kind.name != "TAG":
+                    walk(n)
+        elif kind == "GROUP":
+            subs = (entry.cfg or {}).get("task")
+            for sub in subs if isinstance(subs, list) else [subs] if subs else []:
+                if isinstance(sub, dict):
+                    walk(str(sub.get("task", "")), sub)
+                else:
+                    walk(str(sub))
+        elif entry.yaml_path is not None:
+            try:
+                cfg = load_yaml(entry.yaml_path, resolve_func=False)
+            except (OSError, ValueError):
+                return
+            if inline:
+                cfg = {**cfg, **inline}
+            out[name] = str(cfg.get("output_type") or "generate_until")
+
+    if resolved.kind == "yaml":
+        cfg = load_yaml(resolved.spec, resolve_func=False)
+        name = str(cfg.get("task") or cfg.get("group") or resolved.spec)
+        if "group" in cfg and name not in index:
+            for sub in cfg.get("task") or []:
+                walk(str(sub.get("task", "")) if isinstance(sub, dict) else str(sub), sub if isinstance(sub, dict) else None)
+        elif name in index:
+            walk(name)
+        else:
+            out[name] = str(cfg.get("output_type") or "generate_until")
+    else:
+        walk(resolved.spec)
+    return out
+
+
+def generative_variants(task: str, limit: int = 3) -> list[str]:
+    """Bundled tasks that ask the same questions by generation (``arc_challenge_chat``, ``mmlu_generative``,
+    ``truthfulqa_gen``): what to suggest when the engine cannot score."""
+    names = bundled_index()
+    marks = ("_chat", "_generative", "_gen", "_cot_zeroshot")
+    for base in dict.fromkeys([task, task.split("_")[0]]):
+        found = sorted((n for n in names if n.startswith(base) and n != task and n.endswith(marks)),
+                       key=lambda n: (len(n), n))  # fmt: skip
+        if found:
+            return found[:limit]
+    return []

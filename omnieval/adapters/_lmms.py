@@ -97,6 +97,27 @@ def make_pool_lmms(bridge: Any, generation: GenerationOptions) -> Any:
     return PoolLMMS()
 
 
+def yaml_output_type(path: str | Path) -> str:
+    """A task YAML's ``output_type`` (lmms-eval's default ``generate_until``), following ``include:`` and reading
+    ``!function`` tags as text (nothing imported)."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    _Loader.add_constructor("!function", lambda loader, node: str(node.value))
+    p = Path(path)
+    for _ in range(8):  # an include chain is short; a cycle must not hang the check
+        cfg = yaml.load(p.read_text(), Loader=_Loader) or {}  # noqa: S506 - SafeLoader plus one text-only tag
+        if cfg.get("output_type"):
+            return str(cfg["output_type"])
+        inc = cfg.get("include")
+        if not inc:
+            break
+        p = p.parent / str(inc[0] if isinstance(inc, list) else inc)
+    return "generate_until"
+
+
 def task_manager(task: str, options: dict[str, Any], scratch: Path) -> tuple[Any, str]:
     """The TaskManager that knows ``task`` and the name to evaluate, optionally with its dataset replaced.
 
@@ -145,17 +166,28 @@ class LMMSEvalAdapter(FrameworkAdapter):
     name: ClassVar[str] = "lmms"
     pip_line: ClassVar[str] = PIP_LINE
 
-    def check(self, task: str, options: dict[str, Any], where: str) -> None:
-        """The task name resolves (lmms-eval's own index, omnieval's task dir and ``include_path`` first) and local
-        data files exist, before anything is deployed."""
+    def check(self, task: str, options: dict[str, Any], where: str,
+              scorers: dict[str, tuple[str, str | None]] | None = None) -> None:  # fmt: skip
+        """The task name resolves (lmms-eval's own index, omnieval's task dir and ``include_path`` first), local
+        data files exist, and the task is one the pool can answer (generation), before anything is deployed."""
         for split, f in (options.get("data_files") or {}).items():
             if "://" not in str(f) and not Path(f).exists():
                 raise OmnievalUserError(f"{where}.options.data_files.{split}: {f} does not exist; fix the path")
         try:
             with tempfile.TemporaryDirectory(prefix="omnieval-lmms-check-") as scratch:
-                task_manager(task, {k: v for k, v in options.items() if k != "data_files"}, Path(scratch))
+                tm, _ = task_manager(task, {k: v for k, v in options.items() if k != "data_files"}, Path(scratch))
         except OmnievalUserError as e:
             raise OmnievalUserError(f"{where}.name: {e}") from None
+        entry = tm.task_index.get(task) or {}
+        kind = yaml_output_type(entry["yaml_path"]) if entry.get("yaml_path") and entry.get("type") == "task" else None
+        if kind in ("loglikelihood", "multiple_choice"):
+            raise OmnievalUserError(
+                f"{where}: lmms:{task} needs log-likelihoods of its (media + text) prompts (output_type {kind}); "
+                "lmms-eval's chat model interface, which omnieval's lmms path uses, has no log-likelihood (only its "
+                "simple/ HF models score, in-process), so the pool cannot answer it. Run the task's generative form "
+                f"({task.replace('_mcppl', '').replace('_ppl', '')} where lmms-eval has it), or a text task "
+                "through framework: lmeval"
+            )
 
     def run(self, *, task: str, options: dict[str, Any], model: str, bridge: Any, limit: int | None,
             generation: GenerationOptions) -> FrameworkResult:  # fmt: skip

@@ -44,6 +44,7 @@ from omnieval.core._plugins import ENGINES, FRAMEWORKS, ROUTING_POLICIES, InRegi
 from omnieval.core._registry import Registry, UnknownNameError, import_target
 from omnieval.core._schema import (
     AudioContent,
+    ChoiceScore,
     Content,
     ErrorKind,
     GenerationOptions,
@@ -64,6 +65,7 @@ __all__ = [
     "FRAMEWORKS",
     "ROUTING_POLICIES",
     "AudioContent",
+    "ChoiceScore",
     "BenchmarkConfig",
     "BenchmarkDefinition",
     "CacheConfig",

@@ -94,9 +94,26 @@ class Usage(_Strict):
     """Generated tokens counted by the engine."""
 
 
+class ChoiceScore(_Strict):
+    """One scored continuation of a log-likelihood request (a multiple-choice option, or one rolling window of a
+    perplexity document): the numbers lm-eval's ``acc`` / ``acc_norm`` / perplexities are computed from."""
+
+    option: str | None
+    """The continuation's text (a choice, with lm-eval's target delimiter); None for a rolling window."""
+    logprob: float
+    """Sum of the continuation tokens' natural-log probabilities."""
+    n_tokens: int = Field(ge=0)
+    """Continuation tokens scored (the served model's tokenizer)."""
+    is_greedy: bool
+    """Every continuation token was the model's most likely next token."""
+
+
 class Output(_Strict):
     text: TextOutput | None = None
     """Text sub-output for text-producing benchmarks."""
+    choices: list[ChoiceScore] | None = None
+    """Log-likelihood of each option (multiple-choice) or of each rolling window (perplexity), in request order;
+    None for generation."""
     reasoning_content: str | None = None
     """Separate thinking trace, when the model emits one."""
     finish_reason: str | None = None
