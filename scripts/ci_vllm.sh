@@ -52,6 +52,12 @@ if [ ! -f "$VENV/.plot-1" ]; then
   "$VENV/bin/pip" install -q "matplotlib>=3.8"
   touch "$VENV/.plot-1"
 fi
+# lm-eval itself: the log-likelihood parity tests run lm-eval's own local-completions and hf clients beside the
+# pool, against the same vLLM server and the same weights (its deps leave torch and vLLM as they are).
+if [ ! -f "$VENV/.lmeval-1" ]; then
+  "$VENV/bin/pip" install -q "lm-eval[api]==0.4.13"
+  touch "$VENV/.lmeval-1"
+fi
 [ "$INSTALL_ONLY" = 1 ] && { echo "$VENV"; exit 0; }
 
 # CPU defaults (a GPU runner overrides nothing: the engine only applies these when no CUDA device is visible).

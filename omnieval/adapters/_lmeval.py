@@ -27,7 +27,14 @@ from omnieval.adapters._lmeval_tasks import (
     task_spec,
     top_name,
 )
-from omnieval.adapters._loglik import encode_pair, group_by_context, rolling_windows, texts_to_tokenize, truncate
+from omnieval.adapters._loglik import (
+    ContextGroup,
+    encode_pair,
+    group_by_context,
+    rolling_windows,
+    texts_to_tokenize,
+    truncate,
+)
 from omnieval.core import (
     ChoiceScore,
     GenerationOptions,
@@ -174,12 +181,16 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions, max_length: int = 2
                 out[text] = toks
             return out
 
-        def _score(self, encoded: list[tuple[list[int], list[int]]], labels: list[str]) -> list[ChoiceLogprob | str]:
+        def _score(self, encoded: list[tuple[list[int], list[int]]], labels: list[str],
+                   share_context: bool = True) -> list[ChoiceLogprob | str]:  # fmt: skip
             self.last_replicas = ["" for _ in encoded]
             """Scores of (context ids, continuation ids) pairs; a failed request's pairs get its error text."""
             out: list[ChoiceLogprob | str] = [ChoiceLogprob(logprob=0.0, n_tokens=0, is_greedy=True)] * len(encoded)
             todo = [(i, e) for i, e in enumerate(encoded) if e[1]]  # an empty continuation scores 0, greedy
-            groups = group_by_context([e for _, e in todo])
+            # a document's choices share a context: one request, one replica. Rolling windows do not (every first
+            # window's context is the same prefix token), so they go as requests of their own, in parallel
+            groups = group_by_context([e for _, e in todo]) if share_context else [
+                ContextGroup(context=list(c), continuations=[list(k)], members=[i]) for i, (_, (c, k)) in enumerate(todo)]
             reqs = [(ScoreRequest(request_id=f"lmeval/score/{n}", context=g.context, continuations=g.continuations),
                      labels[todo[g.members[0]][0]]) for n, g in enumerate(groups)]  # fmt: skip
             t0 = time.monotonic()
@@ -221,7 +232,7 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions, max_length: int = 2
             prefix = bridge.prefix_token_id()
             windows = [rolling_windows(tok[d], prefix, self.max_length) for d in docs]
             flat = [w for ws in windows for w in ws]
-            scores = self._score(flat, [""] * len(flat))
+            scores = self._score(flat, [""] * len(flat), share_context=False)
             out = []
             k = 0
             for d, ws in zip(docs, windows, strict=True):
@@ -301,7 +312,7 @@ class LMEvalAdapter(FrameworkAdapter):
         lm_eval, _ = _import_lm_eval()
         compile_templates_once()
         resolved = resolve_task(task, options)
-        tm = task_manager(resolved)  # built once: simple_evaluate reuses it
+        tm = task_manager(resolved, options)  # built once: simple_evaluate reuses it
         spec = task_spec(resolved, tm, options)
         lm = make_pool_lm(bridge, generation, parse_options(options).max_length)
         t1 = time.monotonic()

@@ -44,10 +44,12 @@ class LMEvalOptions(BaseModel):
     """Seeds of random, numpy, torch and the few-shot sampler (``--seed``); one integer sets all four."""
     include_path: str | list[str] | None = None
     """Folders of your own task YAMLs (``--include_path``), relative to the suite file."""
-    data_files: dict[str, str] | None = None
-    """Run a bundled task on local files (split -> path), keeping its prompt, filters and metrics."""
+    data_files: dict[str, str] | dict[str, dict[str, str]] | None = None
+    """Run a bundled task on local files (split -> path), keeping its prompt, filters and metrics; for a bundled
+    group, subtask -> {split -> path}: the group then holds those subtasks and aggregates them with its own
+    ``aggregate_metric_list`` (e.g. ``mmlu`` over the subjects given)."""
     alias: str | None = None
-    """Name of the task made by ``data_files`` (default ``<task>_local``)."""
+    """Name of the task or group made by ``data_files`` (default ``<task>_local``)."""
     max_length: int = Field(default=2048, ge=3)
     """Tokens a log-likelihood request keeps (lm-eval's API-model argument ``max_length``): a longer context loses its
     start, and perplexity windows are this long, as ``local-completions`` cuts them."""
@@ -176,10 +178,12 @@ def resolve_task(task: str, options: dict[str, Any], *, where: str = "benchmarks
         if not Path(p).is_dir():
             raise OmnievalUserError(f"{where}.options.include_path: {p} is not a folder; fix the path (relative "
                                     "paths are taken from the suite file's folder)")  # fmt: skip
-    for split, f in (opts.data_files or {}).items():
-        if "://" not in f and not Path(f).exists():
-            raise OmnievalUserError(f"{where}.options.data_files.{split}: {f} does not exist; fix the path "
-                                    "(relative paths are taken from the working directory)")  # fmt: skip
+    for key, f in (opts.data_files or {}).items():
+        for split, path in (f.items() if isinstance(f, dict) else [(None, f)]):
+            if "://" not in path and not Path(path).exists():
+                at = f"{key}.{split}" if split else key
+                raise OmnievalUserError(f"{where}.options.data_files.{at}: {path} does not exist; fix the path "
+                                        "(relative paths are taken from the working directory)")  # fmt: skip
     if task.endswith((".yaml", ".yml")):
         if not Path(task).is_file():
             raise OmnievalUserError(f"{where}.name: task file {task} does not exist; fix the path (relative to the "
@@ -199,9 +203,16 @@ def resolve_task(task: str, options: dict[str, Any], *, where: str = "benchmarks
         raise OmnievalUserError(f"{where}.name: lm-eval has no task, group or tag {task!r}.{hint} `lm-eval ls tasks` "
                                 "lists them; your own task YAMLs go in options.include_path")  # fmt: skip
     kind = str(entry["kind"])
-    if opts.data_files and kind not in ("task", "py_task"):
-        raise OmnievalUserError(f"{where}.options.data_files: {task!r} is a {kind}; data_files replaces one task's "
-                                "dataset. For a group on local data, write its task YAMLs and give options.include_path")  # fmt: skip
+    nested = bool(opts.data_files) and all(isinstance(v, dict) for v in (opts.data_files or {}).values())
+    if opts.data_files and not nested and any(isinstance(v, dict) for v in opts.data_files.values()):
+        raise OmnievalUserError(f"{where}.options.data_files: give split -> path (a task) or subtask -> {{split -> "
+                                "path}} (a group), not a mix")  # fmt: skip
+    if opts.data_files and kind not in ("task", "py_task", "group"):
+        raise OmnievalUserError(f"{where}.options.data_files: {task!r} is a {kind}; data_files replaces a task's "
+                                "dataset, or the datasets of a group's subtasks")  # fmt: skip
+    if opts.data_files and (kind == "group") != nested:
+        shape = "subtask -> {split -> path}" if kind == "group" else "split -> path"
+        raise OmnievalUserError(f"{where}.options.data_files: {task!r} is a {kind}; give {shape}")
     folder = entry.get("folder")
     folders = None if kind == "tag" or folder is None else [str(_tasks_root() / folder), *include]
     return ResolvedTask(spec=task, kind=kind, folders=folders)  # type: ignore[arg-type]
@@ -235,13 +246,21 @@ def _check_local_data(name: str, local: dict[str, Any], where: str, seen: set[st
         _check_local_data(sub if isinstance(sub, str) else str(sub.get("task", "")), local, where, seen)
 
 
-def task_manager(resolved: ResolvedTask) -> Any:
-    """lm-eval's ``TaskManager``, built once per task, over the folders the task needs (its whole tree for tags)."""
+def task_manager(resolved: ResolvedTask, options: dict[str, Any] | None = None) -> Any:
+    """lm-eval's ``TaskManager``, built once per task, over the folders the task needs (its whole tree for tags);
+    with a bundled group on local files (``options.data_files``), also over the folder of that group's YAML."""
     from lm_eval.tasks import TaskManager
 
     if resolved.folders is None:
         return TaskManager(include_path=None)
-    return TaskManager(include_path=resolved.folders, include_defaults=False)
+    tm = TaskManager(include_path=resolved.folders, include_defaults=False)
+    opts = parse_options(options or {})
+    if resolved.kind != "group" or not opts.data_files:
+        return tm
+    # lm-eval 0.4.13 cannot load a group YAML given by path (it names the entry by its ``task:`` list): the group
+    # is registered by its folder instead
+    folder = _local_group(resolved, tm, opts)
+    return TaskManager(include_path=[*resolved.folders, folder], include_defaults=False)
 
 
 def task_spec(resolved: ResolvedTask, tm: Any, options: dict[str, Any]) -> str | dict[str, Any]:
@@ -250,8 +269,15 @@ def task_spec(resolved: ResolvedTask, tm: Any, options: dict[str, Any]) -> str |
     opts = parse_options(options)
     if not opts.data_files:
         return resolved.spec
+    if resolved.kind == "group":
+        return opts.alias or f"{resolved.spec}_local"  # written and indexed by ``task_manager``
     entry = tm.task_index[resolved.spec]
-    cfg = copy.deepcopy(dict(entry.cfg))
+    if entry.yaml_path is not None:  # as lm-eval loads it: includes merged, ``!function`` hooks (process_docs) imported
+        from lm_eval.tasks._yaml_loader import load_yaml
+
+        cfg = dict(load_yaml(entry.yaml_path, resolve_func=True))
+    else:
+        cfg = copy.deepcopy(dict(entry.cfg))
     cfg.update(
         task=opts.alias or f"{resolved.spec}_local", tag=[], dataset_path="json", dataset_name=None,
         dataset_kwargs={"data_files": dict(opts.data_files)},
@@ -260,6 +286,45 @@ def task_spec(resolved: ResolvedTask, tm: Any, options: dict[str, Any]) -> str |
         if cfg.get(split) and cfg[split] not in opts.data_files:
             cfg[split] = None
     return cfg
+
+
+def _local_group(resolved: ResolvedTask, tm: Any, opts: LMEvalOptions) -> str:
+    """A bundled group on local files: its subtasks named in ``data_files`` (each with its dataset replaced, as
+    lm-eval's own ``task:`` overrides do) under the group's own aggregation. Written as a group YAML (a temporary
+    folder, returned): an inline group dict would hand its group keys down to every task."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    leaves = output_types(resolved, tm)
+    files: dict[str, dict[str, str]] = {k: v for k, v in (opts.data_files or {}).items() if isinstance(v, dict)}
+    unknown = [k for k in files if k not in leaves]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(leaves), n=3, cutoff=0.6)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        raise OmnievalUserError(f"options.data_files: {unknown[0]!r} is not a task of the group {resolved.spec!r}.{hint}")
+    members = []
+    for name, splits in files.items():
+        cfg = load_yaml(tm.task_index[name].yaml_path, resolve_func=False)
+        over: dict[str, Any] = {"task": name, "dataset_path": "json", "dataset_name": None,
+                                "dataset_kwargs": {"data_files": dict(splits)}}  # fmt: skip
+        for split in ("training_split", "validation_split", "fewshot_split"):
+            if cfg.get(split) and cfg[split] not in splits:
+                over[split] = None
+        members.append(over)
+    group_cfg = load_yaml(tm.task_index[resolved.spec].yaml_path, resolve_func=False)
+    spec: dict[str, Any] = {"group": opts.alias or f"{resolved.spec}_local", "task": members}
+    for key in ("aggregate_metric_list", "metadata"):
+        if group_cfg.get(key) is not None:
+            spec[key] = group_cfg[key]
+    import atexit
+    import shutil
+    import tempfile
+
+    import yaml
+
+    folder = tempfile.mkdtemp(prefix="omnieval-lmeval-group-")
+    atexit.register(shutil.rmtree, folder, True)
+    (Path(folder) / f"{spec['group']}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return folder
 
 
 def top_name(spec: str | dict[str, Any]) -> str:

@@ -181,7 +181,7 @@ def _lmeval(job: dict[str, Any]) -> dict[str, Any]:
     t_loaded = time.time()
     opts = job["options"]
     resolved = resolve_task(job["task"], opts)
-    tm = task_manager(resolved)
+    tm = task_manager(resolved, opts)
     cfg = task_spec(resolved, tm, opts)
     t_inf0 = time.time()
     kwargs = evaluate_kwargs(opts, job["limit"])
