@@ -105,8 +105,14 @@ class HttpTransport:
         dialect = self._scoring(ep)
         root = root_url(ep.url_for(self.client_ip))
         t0 = time.monotonic()
-        raws = [await self._post(ep, root + path, json.dumps(body).encode(), replica_id)
-                for path, body in score_bodies(dialect, request, ep.served_model_name)]  # fmt: skip
+        try:
+            raws = [await self._post(ep, root + path, json.dumps(body).encode(), replica_id)
+                    for path, body in score_bodies(dialect, request, ep.served_model_name)]  # fmt: skip
+        except RequestFailed as e:
+            if dialect == "llamacpp" and "grammar" in str(e):
+                raise RequestFailed(f"{e} (llama-server scores by forcing the continuation's tokens; it cannot force "
+                                    "an end-of-generation token, which this continuation holds)", timeout=e.timeout) from None  # fmt: skip
+            raise
         choices = parse_scores(dialect, raws, request)
         n = len(request.context) + sum(len(c) for c in request.continuations)
         return ScoreResult(request_id=request.request_id, choices=choices, prompt_tokens=n,

@@ -64,13 +64,12 @@ def _scored_completion(prompts: list[list[int]]) -> bytes:
     """vLLM's reply to ``prompt_logprobs: 1``: every prompt token after the first at log-probability -1, rank 1."""
     choices = []
     for i, ids in enumerate(prompts):
-        entries = ",".join('{"%d":{"logprob":-1.0,"rank":1}}' % t for t in ids[1:])
-        choices.append('{"index":%d,"text":"","finish_reason":"length","prompt_logprobs":[null%s]}'
-                       % (i, "," + entries if entries else ""))  # fmt: skip
+        entries = "".join(f',{{"{t}":{{"logprob":-1.0,"rank":1}}}}' for t in ids[1:])
+        choices.append(f'{{"index":{i},"text":"","finish_reason":"length","prompt_logprobs":[null{entries}]}}')
     n = sum(len(p) for p in prompts)
-    usage = '{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (n, len(prompts), n + len(prompts))
-    return ('{"id":"instant","object":"text_completion","model":"instant","choices":[%s],"usage":%s}'
-            % (",".join(choices), usage)).encode()  # fmt: skip
+    usage = f'{{"prompt_tokens":{n},"completion_tokens":{len(prompts)},"total_tokens":{n + len(prompts)}}}'
+    body = f'{{"id":"instant","object":"text_completion","model":"instant","choices":[{",".join(choices)}],"usage":{usage}}}'
+    return body.encode()
 
 
 _MODELS = json.dumps({"object": "list", "data": [{"id": "instant", "object": "model"}]}).encode()

@@ -40,7 +40,7 @@ def _suite(tmp_path: Path, base_url: str, benchmarks: list[dict[str, Any]]) -> P
     suite = {
         "name": "lmeval-parity",
         "models": [{"name": "smollm2", "source": {"kind": "endpoint", "base_url": base_url}, "engine": "openai",
-                    "engine_kwargs": {"slots": 4}}],
+                    "engine_kwargs": {"slots": 4, "scoring": "llamacpp"}}],
         "benchmarks": benchmarks,
         "frameworks": {"lmeval": {"env_vars": OFFLINE}},
         "cache": {"enabled": False},
