@@ -175,7 +175,10 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions, max_length: int = 2
 
         def _tokens(self, texts: list[str]) -> dict[str, list[int]]:
             out: dict[str, list[int]] = {}
-            for text, toks in zip(texts, bridge.tokenize(texts), strict=True):
+            t0 = time.monotonic()
+            answers = bridge.tokenize(texts)
+            self.requests_s += time.monotonic() - t0
+            for text, toks in zip(texts, answers, strict=True):
                 if isinstance(toks, BaseException):
                     raise OmnievalUserError(f"the replica could not tokenize {text[:80]!r}: {toks}")
                 out[text] = toks

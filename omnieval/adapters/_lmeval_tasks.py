@@ -44,7 +44,7 @@ class LMEvalOptions(BaseModel):
     """Seeds of random, numpy, torch and the few-shot sampler (``--seed``); one integer sets all four."""
     include_path: str | list[str] | None = None
     """Folders of your own task YAMLs (``--include_path``), relative to the suite file."""
-    data_files: dict[str, str] | dict[str, dict[str, str]] | None = None
+    data_files: dict[str, str | dict[str, str]] | None = None
     """Run a bundled task on local files (split -> path), keeping its prompt, filters and metrics; for a bundled
     group, subtask -> {split -> path}: the group then holds those subtasks and aggregates them with its own
     ``aggregate_metric_list`` (e.g. ``mmlu`` over the subjects given)."""

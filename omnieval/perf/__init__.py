@@ -75,6 +75,13 @@ def _parser() -> argparse.ArgumentParser:
     le.add_argument("--repeats", type=int, default=3)
     le.add_argument("--num-concurrent", type=int, default=64, help="lm_eval's local-completions concurrency")
     common(le)
+    mc = sub.add_parser("lmeval-mc", help="MMLU-sized multiple-choice lm-eval task through the pool vs lm_eval "
+                                          "alone on vLLM (--server vllm) or vs the raw line rate (--server instant)")
+    mc.add_argument("--server", choices=["instant", "vllm"], default="instant")
+    mc.add_argument("--rows", type=int, default=2850, help="MMLU documents (4 choices each; at most 2850)")
+    mc.add_argument("--repeats", type=int, default=3)
+    mc.add_argument("--num-concurrent", type=int, default=64, help="lm_eval's / the raw client's concurrency")
+    common(mc)
     va = sub.add_parser("verifier", help="judges vs always-correct and the rule-based metric on the heldout split")
     va.add_argument("--judges", default="trained,untrained", help="comma-separated: trained, untrained")
     va.add_argument("--split", default="heldout", choices=["heldout", "train"])
@@ -267,6 +274,16 @@ def _cmd_lmeval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_lmeval_mc(args: argparse.Namespace) -> int:
+    import omnieval.perf._lmeval_mc as mc
+
+    res = mc.bench_lmeval_mc(server=args.server, rows=args.rows, repeats=args.repeats, num_concurrent=args.num_concurrent)
+    for line in mc.report(res):
+        print(line)
+    _save(args, res, mc.plot)
+    return 0
+
+
 def cli_main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(list(argv))
@@ -279,5 +296,6 @@ def cli_main(argv: Sequence[str]) -> int:
         "verifier-overhead": _cmd_verifier_overhead,
         "verifier": _cmd_verifier,
         "lmeval": _cmd_lmeval,
+        "lmeval-mc": _cmd_lmeval_mc,
     }
     return handlers[args.what](args)

@@ -104,10 +104,10 @@ def bench_lmeval(rows: int = 4000, repeats: int = 3, num_concurrent: int = 64) -
                         "ratio_range": [min(ratios), max(ratios)], "target": 1.1}}  # fmt: skip
 
 
-def _wait_ready(base: str) -> None:
+def _wait_ready(base: str, timeout_s: float = 30.0) -> None:
     import httpx
 
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:  # a server's readiness is only observable by asking
         try:
             if httpx.get(base + "/models", timeout=1).status_code == 200:

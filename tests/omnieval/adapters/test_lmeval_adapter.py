@@ -64,8 +64,14 @@ def test_unknown_task_names_the_closest(tmp_path: Path) -> None:
         resolve_task("gsm8kk", {})
     with pytest.raises(OmnievalUserError, match="data_files.test: .* does not exist"):
         resolve_task("gsm8k", {"data_files": {"test": str(tmp_path / "missing.jsonl")}})
-    with pytest.raises(OmnievalUserError, match="'mmlu' is a group; data_files replaces one task"):
+    with pytest.raises(OmnievalUserError, match=r"'mmlu' is a group; give subtask -> \{split -> path\}"):
         resolve_task("mmlu", {"data_files": {"test": str(DATA)}})
+    with pytest.raises(OmnievalUserError, match=r"'gsm8k' is a task; give split -> path"):
+        resolve_task("gsm8k", {"data_files": {"gsm8k": {"test": str(DATA)}}})
+    with pytest.raises(OmnievalUserError, match="not a mix"):
+        resolve_task("mmlu", {"data_files": {"test": str(DATA), "mmlu_anatomy": {"test": str(DATA)}}})
+    with pytest.raises(OmnievalUserError, match=r"data_files.mmlu_anatomy.dev: .* does not exist"):
+        resolve_task("mmlu", {"data_files": {"mmlu_anatomy": {"test": str(DATA), "dev": str(tmp_path / "no.jsonl")}}})
     with pytest.raises(OmnievalUserError, match="include_path: .* is not a folder"):
         resolve_task("x", {"include_path": str(tmp_path / "nope")})
 
@@ -271,3 +277,28 @@ def test_a_task_file_and_include_path_are_relative_to_the_suite_file(monkeypatch
                               generation=GenerationOptions())  # fmt: skip
     assert {s.benchmark for s in res.scores} == {"lmeval:asdiv_gsm8k_plain"} and len(res.records) == 6
     assert res.scores[0].value == pytest.approx(100 * res.raw["results"]["asdiv_gsm8k_plain"]["exact_match,flexible-extract"])
+
+
+def test_a_bundled_group_on_local_files_keeps_the_named_subtasks_and_its_aggregation() -> None:
+    """``data_files`` per subtask: lm-eval builds the group over exactly those subtasks, each on its local rows, and
+    aggregates them as the bundled group does (mmlu: size-weighted acc); an unknown subtask gets a did-you-mean."""
+    from omnieval.adapters._lmeval_tasks import resolve_task, task_manager, task_spec
+
+    lmeval = ROOT / "omnieval/benchmarks/data/lmeval/mmlu"
+    files = {f"mmlu_{s}": {"test": str(lmeval / f"{s}_test.jsonl"), "dev": str(lmeval / f"{s}_dev.jsonl")}
+             for s in ("astronomy", "nutrition")}  # fmt: skip
+    opts = {"data_files": files}
+    resolved = resolve_task("mmlu", opts)
+    tm = task_manager(resolved, opts)
+    name = task_spec(resolved, tm, opts)
+    assert name == "mmlu_local"
+    loaded = tm.load([name])
+    assert sorted(loaded["tasks"]) == ["mmlu_astronomy", "mmlu_nutrition"]
+    group = loaded["groups"]["mmlu_local"]
+    assert [a.metric for a in group.aggregate_metric_list] == ["acc"]
+    assert group.aggregate_metric_list[0].weight_by_size
+    task = loaded["tasks"]["mmlu_astronomy"]
+    assert len(task.test_docs()) == 30 and len(task.fewshot_docs()) == 5  # the local rows, not the hub's
+    bad = {"data_files": {"mmlu_astronomyy": files["mmlu_astronomy"]}}
+    with pytest.raises(OmnievalUserError, match="not a task of the group 'mmlu'. Did you mean: mmlu_astronomy"):
+        task_manager(resolve_task("mmlu", bad), bad)
