@@ -445,6 +445,7 @@ class PoolController:
         info.model_sha256 = stats.model_sha256
         info.endpoint = stats.endpoint
         info.prefix_token_id = stats.prefix_token_id
+        info.tokenizer_dir = stats.tokenizer_dir
         self._engine_inflight[info.replica_id] = stats.in_flight
         info.in_flight = self._in_flight(info.replica_id)
         if info.in_flight == 0:

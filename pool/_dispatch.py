@@ -136,6 +136,11 @@ class Dispatcher:
         return next((i.prefix_token_id for i in self._replicas.values()
                      if i.state == "healthy" and i.prefix_token_id is not None), None)  # fmt: skip
 
+    def tokenizer_dir(self) -> str | None:
+        """The served tokenizer's checkpoint folder, from a healthy replica; None when none publishes one."""
+        return next((i.tokenizer_dir for i in self._replicas.values()
+                     if i.state == "healthy" and i.tokenizer_dir is not None), None)  # fmt: skip
+
     # ---- slots -----------------------------------------------------------------------------------------------
     def _candidates(self, exclude: set[str]) -> list[ReplicaView]:
         out = []

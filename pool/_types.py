@@ -45,6 +45,8 @@ class ReplicaInfo(BaseModel):
     """The engine's own OpenAI-compatible server: clients send there over HTTP. None: Serve handle calls."""
     prefix_token_id: int | None = None
     """BOS (else EOS) of the served tokenizer: what an empty context is scored after."""
+    tokenizer_dir: str | None = None
+    """Checkpoint folder of the served tokenizer (clients that can read it tokenize locally)."""
     limit: int = 1
     """Adaptive concurrency limit of this replica, all clients together (set by the controller)."""
     clients: int = 1

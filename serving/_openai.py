@@ -16,7 +16,8 @@ from serving._features import ALL, EngineFeatures
 from serving._scoring import ScoringDialect
 from serving._types import Endpoint, GenerationRequest, GenerationResult, TokenLogprob
 
-_DEFAULTS: dict[str, Any] = {"timeout_s": 300.0, "slots": 8, "max_connections": 256, "scoring": None}
+_DEFAULTS: dict[str, Any] = {"timeout_s": 300.0, "slots": 8, "max_connections": 256, "scoring": None,
+                             "tokenizer": None}
 SCORING_DIALECTS = ("vllm", "llamacpp", "sglang")
 
 
@@ -223,6 +224,10 @@ class OpenAIEngine(Engine):
         self._server_version: str | None = None
         self.node_ip: str | None = None
         """Set by managed servers (the Ray node's IP); None marks a server outside the cluster."""
+        tok = opts["tokenizer"]
+        self._stats.tokenizer_dir = str(Path(tok).expanduser()) if tok and self.name == "openai" else None
+        """An external server's tokenizer folder as the suite gives it (lm-eval's ``tokenizer=``): clients that
+        read it tokenize locally once it tokenizes a probe exactly as the server does."""
         self.scoring_dialect: ScoringDialect | None = cast("ScoringDialect | None", type(self).scoring(opts) if self.name == "openai" else None)
 
     def _headers(self) -> dict[str, str]:

@@ -101,6 +101,7 @@ class SGLangEngine(ServerEngine):
             raise OmnievalUserError(f"engine 'sglang': this sglang's ServerArgs has no field(s) {sorted(bad)}")
         await super().start()
         self._stats.prefix_token_id = checkpoint_prefix_token(self.checkpoint)
+        self._stats.tokenizer_dir = self.checkpoint if Path(self.checkpoint).is_dir() else None
 
     def server_command(self) -> list[str]:
         assert self.checkpoint is not None

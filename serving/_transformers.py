@@ -176,6 +176,7 @@ class TransformersEngine(Engine):
         self._tok, self._model = tok, model.to(device).eval()
         prefix = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
         self._stats.prefix_token_id = None if prefix is None else int(prefix)
+        self._stats.tokenizer_dir = str(p) if p.is_dir() else None
 
     async def _batch_loop(self) -> None:
         wait_s = float(self.opts["batch_wait_ms"]) / 1000.0

@@ -210,6 +210,9 @@ class EngineStats(BaseModel):
     """The engine's own OpenAI-compatible server, when it has one: clients send requests there directly."""
     prefix_token_id: int | None = None
     """The token lm-eval scores an empty context after (the tokenizer's BOS, else its EOS); None: not known."""
+    tokenizer_dir: str | None = None
+    """The Hugging Face checkpoint folder whose tokenizer the engine serves with (vLLM, SGLang, transformers), so a
+    client on the same filesystem can tokenize locally, exactly as the engine does; None: ask the server."""
 
     @property
     def tokens_per_s(self) -> float:

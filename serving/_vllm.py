@@ -169,6 +169,7 @@ class VLLMEngine(ServerEngine):
         engine_args_dict(self.checkpoint, self.args, fields)  # a typo fails here, with the allowed names
         await super().start()
         self._stats.prefix_token_id = checkpoint_prefix_token(self.checkpoint)
+        self._stats.tokenizer_dir = self.checkpoint if Path(self.checkpoint).is_dir() else None
 
     def server_command(self) -> list[str]:
         assert self.checkpoint is not None

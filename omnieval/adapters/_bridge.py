@@ -7,9 +7,11 @@ loop so the pool keeps every replica busy (the framework's batch becomes in-flig
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 from omnieval.core import PoolConfig
@@ -18,6 +20,29 @@ from schedulers import RoutingRequest
 from serving import GenerationRequest, GenerationResult, ScoreRequest, ScoreResult, TokenizeRequest, prompt_text
 
 T = TypeVar("T")
+log = logging.getLogger("omnieval")
+
+
+def _load_tokenizer(folder: Path) -> Callable[[list[str]], list[list[int]]] | None:
+    """A batch encoder (no special tokens) for the checkpoint's tokenizer: its ``tokenizer.json`` through the
+    ``tokenizers`` library (the Rust tokenizer transformers' fast tokenizers wrap; imports in milliseconds), else
+    transformers' ``AutoTokenizer``; None when neither is there."""
+    if (folder / "tokenizer.json").is_file():
+        try:
+            from tokenizers import Tokenizer
+
+            fast = Tokenizer.from_file(str(folder / "tokenizer.json"))
+            return lambda texts: [list(e.ids) for e in fast.encode_batch(texts, add_special_tokens=False)]
+        except (ImportError, Exception):  # noqa: BLE001 - an unreadable file: try transformers' loader
+            pass
+    if not (folder / "tokenizer_config.json").is_file():
+        return None
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        return None
+    hf = AutoTokenizer.from_pretrained(str(folder))
+    return lambda texts: [list(map(int, ids)) for ids in hf(texts, add_special_tokens=False)["input_ids"]]
 
 
 class PoolBridge:
@@ -33,6 +58,8 @@ class PoolBridge:
         self.cache_hits = 0
         self.ready_timeout_s = 3600.0
         self._is_ready = False
+        self._tok: Any = None
+        self._tok_checked = False
         self.on_result: Callable[[GenerationResult | ScoreResult | BaseException], None] | None = None
         """Called (on the bridge's loop thread) as each request finishes: the run's progress for framework tasks."""
 
@@ -122,8 +149,37 @@ class PoolBridge:
 
         return self._run(all_())
 
+    def _local_tokenizer(self) -> Any:
+        """The served tokenizer loaded here from the checkpoint folder a replica publishes, when this process can
+        read it (same machine or a shared filesystem) and has transformers: one batched call instead of a request
+        per text. It must tokenize a probe exactly as the replica's own ``/tokenize`` does, else it is not used."""
+        if self._tok_checked:
+            return self._tok
+        self._tok_checked = True
+        folder = self.dispatcher.tokenizer_dir()
+        tok = None if folder is None else _load_tokenizer(Path(folder))
+        if tok is None:
+            return None
+        probe = ["The capital of France is Paris.", " 42\n\nAnswer: B", "naïve café — 東京 <|im_end|>"]
+        remote = self._remote_tokenize(probe)
+        local = tok(probe)
+        if any(isinstance(r, BaseException) for r in remote) or remote != local:
+            log.warning("the tokenizer in %s does not tokenize as the replica does; asking the replica", folder)
+            return None
+        self._tok = tok
+        return tok
+
     def tokenize(self, texts: list[str]) -> list[list[int] | BaseException]:
-        """Token ids of each text from the served model's own tokenizer (any healthy replica: they share it)."""
+        """Token ids of each text from the served model's own tokenizer: loaded here when the replica's checkpoint
+        folder is readable (checked against the replica), else from any healthy replica's ``/tokenize``."""
+        if not self._is_ready:
+            self._run(self._when_ready())
+        tok = self._local_tokenizer()
+        if tok is not None:
+            return list(tok(texts))
+        return self._remote_tokenize(texts)
+
+    def _remote_tokenize(self, texts: list[str]) -> list[list[int] | BaseException]:
 
         async def one(i: int, text: str) -> list[int] | BaseException:
             try:

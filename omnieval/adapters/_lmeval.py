@@ -137,6 +137,8 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions, max_length: int = 2
             """Per (context, continuation) — (document, None) for rolling — what the replica returned."""
             self.max_length = max_length
             self.requests_s = 0.0
+            self.tokenize_s = 0.0
+            """Of ``requests_s``, the part spent tokenizing with the served model's tokenizer (log-likelihood tasks)."""
             """Seconds spent waiting for the pool's answers (the rest of the task is lm-eval's own work)."""
 
         @property
@@ -178,6 +180,7 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions, max_length: int = 2
             t0 = time.monotonic()
             answers = bridge.tokenize(texts)
             self.requests_s += time.monotonic() - t0
+            self.tokenize_s += time.monotonic() - t0
             for text, toks in zip(texts, answers, strict=True):
                 if isinstance(toks, BaseException):
                     raise OmnievalUserError(f"the replica could not tokenize {text[:80]!r}: {toks}")
@@ -335,7 +338,8 @@ class LMEvalAdapter(FrameworkAdapter):
         raw = json.loads(json.dumps({k: res[k] for k in keep if k in res}, default=str))
         if lm.ignored_kwargs:
             raw["ignored_gen_kwargs"] = sorted(lm.ignored_kwargs)
-        raw["timings"] = {"import_and_index_s": t1 - t0, "evaluate_s": t2 - t1, "requests_s": lm.requests_s}
+        raw["timings"] = {"import_and_index_s": t1 - t0, "evaluate_s": t2 - t1, "requests_s": lm.requests_s,
+                          "tokenize_s": lm.tokenize_s}
         return FrameworkResult(records=records, scores=scores, benchmark=bench,
                                versions={"lm-eval": getattr(lm_eval, "__version__", "?")}, raw=raw)  # fmt: skip
 

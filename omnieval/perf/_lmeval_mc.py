@@ -8,7 +8,8 @@ side by side in one invocation, repeats alternating the order, reported as the r
   same task in an ``omnieval run`` whose model is that server (``scoring: vllm``); whole processes, spawn to exit.
   Run it in the vLLM venv (scripts/ci_vllm.sh --install-only).
 - ``--server instant``: the same ``omnieval run`` against the INSTANT server (no model), vs the raw line rate: a bare
-  aiohttp loop posting the pool's own pre-encoded scoring bodies (one per document) at the same concurrency. The
+  aiohttp loop posting the pool's own pre-encoded scoring bodies (one per document: lm-eval's prompts, split and
+  tokenized as the adapter does) at the same concurrency. The
   pool's rate is documents over the time lm-eval waited on the pool (tokenize + score), and also over the whole run.
 """
 
@@ -55,7 +56,7 @@ def _framework_timings(stdout: str) -> dict[str, Any]:
     (fw,) = list(run.glob("framework-*.json"))
     raw = json.loads(fw.read_text())
     timings = (raw.get("raw") or raw).get("timings") or {}
-    return {"requests_s": timings.get("requests_s"), "evaluate_s": timings.get("evaluate_s")}
+    return {k: timings.get(k) for k in ("requests_s", "tokenize_s", "evaluate_s")}
 
 
 def _start_server(kind: str, port: int, log: Path) -> tuple[subprocess.Popen[bytes], str | None]:
@@ -75,19 +76,32 @@ def _start_server(kind: str, port: int, log: Path) -> tuple[subprocess.Popen[byt
     return subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env), str(ckpt)
 
 
-async def _raw_line_rate(base: str, model: str, tasks: Path, rows: int, concurrency: int) -> dict[str, Any]:
-    """Documents per second of a bare client posting the pool's scoring bodies (pre-tokenized, pre-encoded)."""
-    import aiohttp
+def _pool_bodies(tasks: Path, rows: int, model: str) -> list[bytes]:
+    """The scoring bodies the pool sends for this task on the INSTANT server: lm-eval builds the requests (its own
+    prompt), they are split and grouped as the adapter does, tokenized as INSTANT tokenizes (by character)."""
+    from lm_eval.tasks import TaskManager
 
+    from omnieval.adapters._loglik import encode_pair, group_by_context, texts_to_tokenize
     from serving import ScoreRequest, score_bodies
 
-    docs = [json.loads(x) for x in (tasks.parent / "rows.jsonl").read_text().splitlines()[:rows]]
-    bodies = []
-    for i, d in enumerate(docs):  # INSTANT tokenizes by character: the same ids the pool would send
-        ctx = [ord(c) for c in d["question"]]
-        conts = [[ord(c) for c in f" {x}"] for x in "ABCD"]
-        (_, body), = score_bodies("vllm", ScoreRequest(request_id=str(i), context=ctx, continuations=conts), model)
-        bodies.append(json.dumps(body).encode())
+    task = TaskManager(include_path=str(tasks), include_defaults=False).load([TASK])["tasks"][TASK]
+    task.build_all_requests(limit=rows, rank=0, world_size=1)
+    pairs = [(str(inst.args[0]), str(inst.args[1])) for inst in task.instances]
+    tok = {t: [ord(c) for c in t] for t in texts_to_tokenize(pairs)}
+    groups = group_by_context([encode_pair(c, k, tok, 0) for c, k in pairs])
+    out = []
+    for i, g in enumerate(groups):
+        req = ScoreRequest(request_id=str(i), context=g.context, continuations=g.continuations)
+        ((_, body),) = score_bodies("vllm", req, model)
+        out.append(json.dumps(body).encode())
+    return out
+
+
+async def _raw_line_rate(base: str, bodies: list[bytes], concurrency: int) -> dict[str, Any]:
+    """Documents per second of a bare client posting the pool's own scoring bodies (pre-encoded) and parsing the
+    replies, with no tokenization, no lm-eval and no pool: the line rate of this workload on this machine."""
+    import aiohttp
+
     queue = list(reversed(bodies))
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
 
@@ -118,7 +132,8 @@ def bench_lmeval_mc(*, server: str = "instant", rows: int = 2850, repeats: int =
         suite.write_text(json.dumps({
             "name": "bench-lmeval-mc",
             "models": [{"name": name, "source": {"kind": "endpoint", "base_url": base, "served_model_name": name},
-                        "engine": "openai", "engine_kwargs": {"scoring": "vllm"}}],
+                        "engine": "openai",
+                        "engine_kwargs": {"scoring": "vllm", **({"tokenizer": tokenizer} if tokenizer else {})}}],
             "benchmarks": [{"name": TASK, "framework": "lmeval", "options": {"include_path": str(tasks)}}],
             "frameworks": {"lmeval": {"env_vars": OFFLINE}}, "cache": {"enabled": False},
         }))  # fmt: skip
@@ -127,6 +142,7 @@ def bench_lmeval_mc(*, server: str = "instant", rows: int = 2850, repeats: int =
                   f"model={name},base_url={base}/completions,num_concurrent={num_concurrent},tokenizer={tokenizer}",
                   "--tasks", TASK, "--include_path", str(tasks)]  # fmt: skip
         baseline = "lm_eval" if server == "vllm" else "raw"
+        bodies = _pool_bodies(tasks, rows, name) if server == "instant" else []
         try:
             _wait_ready(base, timeout_s=900)
             runs: list[dict[str, Any]] = []
@@ -135,7 +151,7 @@ def bench_lmeval_mc(*, server: str = "instant", rows: int = 2850, repeats: int =
                 rep: dict[str, Any] = {"order": order}
                 for mode in order:
                     if mode == "raw":
-                        raw = asyncio.run(_raw_line_rate(base, name, tasks, rows, num_concurrent))
+                        raw = asyncio.run(_raw_line_rate(base, bodies, num_concurrent))
                         rep["raw_s"] = raw["wall_s"]
                     else:
                         wall, out = _timed(om_cmd if mode == "omnieval" else lm_cmd, env, tmp)

@@ -184,3 +184,29 @@ def test_lmeval_and_lmms_in_one_suite_two_environments(tmp_path: Path) -> None:
     lmms_res = json.loads(next(run.glob("framework-lmms_tiny_shapes-*.json")).read_text())
     lmeval_res = json.loads(next(run.glob("framework-lmeval_gsm8k-*.json")).read_text())
     assert "torch" in lmms_res["versions"] and "torch" not in lmeval_res["versions"]
+
+
+def test_lmms_log_likelihood_tasks_are_told_apart_from_their_yaml(tmp_path: Path) -> None:
+    """lmms-eval's ``*_ppl`` tasks (``output_type: multiple_choice``, often through an ``include:`` template and with
+    ``!function`` hooks) are recognised without importing anything, so the check refuses them before deploy."""
+    from omnieval.adapters._lmms import yaml_output_type
+
+    (tmp_path / "_template.yaml").write_text("output_type: multiple_choice\ndoc_to_visual: !function utils.visual\n")
+    (tmp_path / "seed_ppl.yaml").write_text("include: _template.yaml\ntask: seed_ppl\n")
+    (tmp_path / "seed_gen.yaml").write_text("include: _template.yaml\ntask: seed_gen\noutput_type: generate_until\n")
+    (tmp_path / "plain.yaml").write_text("task: plain\ndoc_to_text: !function utils.text\n")
+    assert yaml_output_type(tmp_path / "seed_ppl.yaml") == "multiple_choice"
+    assert yaml_output_type(tmp_path / "seed_gen.yaml") == "generate_until"
+    assert yaml_output_type(tmp_path / "plain.yaml") == "generate_until"  # lmms-eval's default
+
+
+def test_a_bundled_lmms_ppl_task_is_refused_before_deploy() -> None:
+    """lmms-eval's own ``seedbench_ppl`` needs log-likelihoods of image + text prompts, which its chat model interface
+    (the one the pool answers) does not have: the check says so and names the generative task."""
+    pytest.importorskip("lmms_eval", reason="needs the lmms venv: scripts/make_framework_venv.sh lmms")
+    from omnieval.adapters._lmms import LMMSEvalAdapter
+    from omnieval.core import OmnievalUserError
+
+    with pytest.raises(OmnievalUserError, match=r"lmms:seedbench_ppl needs log-likelihoods .*output_type multiple_choice.*\(seedbench where"):
+        LMMSEvalAdapter().check("seedbench_ppl", {}, "benchmarks[0]")
+    LMMSEvalAdapter().check("seedbench", {}, "benchmarks[0]")  # its generative form passes
