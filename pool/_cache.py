@@ -90,23 +90,26 @@ async def lookup_response(
     """The response cache's answer to ``messages`` on the dispatcher's model, for every pool user (client actors,
     the framework bridge): keyed on the model's identity, so a request is cacheable only once a healthy replica has
     reported its weights sha256 and engine version."""
-    if cache is None:
-        return CacheLookup()
-    await dispatcher.refresh()
-    ident = dispatcher.model_identity()
-    if ident is None or ident["sha256"] is None:
+    ident = await _cacheable_identity(cache, dispatcher)
+    if cache is None or ident is None:
         return CacheLookup()
     key = cache_key(model_id=ident, messages=messages, options=options.model_dump(), prompt=prompt)
     return CacheLookup(cache, key, cache.get(key))
 
 
-async def lookup_scores(cache: ResponseCache | None, dispatcher: Dispatcher, request: ScoreRequest) -> CacheLookup:
-    """``lookup_response`` for a scoring request: keyed on the model's identity and the exact token ids."""
+async def _cacheable_identity(cache: ResponseCache | None, dispatcher: Dispatcher) -> dict[str, Any] | None:
+    """The model identity answers are keyed on; None when there is no cache or no replica has reported weights."""
     if cache is None:
-        return CacheLookup()
+        return None
     await dispatcher.refresh()
     ident = dispatcher.model_identity()
-    if ident is None or ident["sha256"] is None:
+    return None if ident is None or ident["sha256"] is None else ident
+
+
+async def lookup_scores(cache: ResponseCache | None, dispatcher: Dispatcher, request: ScoreRequest) -> CacheLookup:
+    """``lookup_response`` for a scoring request: keyed on the model's identity and the exact token ids."""
+    ident = await _cacheable_identity(cache, dispatcher)
+    if cache is None or ident is None:
         return CacheLookup()
     blob = json.dumps({"model": ident, "score": [request.context, request.continuations]}, sort_keys=True)
     key = hashlib.sha256(blob.encode()).hexdigest()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import random
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from testlib.engine import require_default_model
 from testlib.llama import llama_server
 from testlib.lmeval_mc import OFFLINE, suite_benchmarks
 from testlib.runs import artifact_from, run_cli
+from testlib.scoring import assert_order_free
 
 from omnieval import read_manifest, read_records
 
@@ -98,12 +98,7 @@ def test_forced_decoding_is_greedy_on_greedy_output_and_order_free(tmp_path: Pat
                                                           abs=1e-3)  # fmt: skip
             reqs = [ScoreRequest(request_id=str(i), context=c, continuations=[g["tokens"][:k] for k in (1, 2, 8)])
                     for i, (c, g) in enumerate(zip(ctxs, gens, strict=True))]  # fmt: skip
-            first = await asyncio.gather(*(t.score(ep, r, "r") for r in reqs))
-            order = list(range(len(reqs)))
-            random.Random(3).shuffle(order)
-            again = dict(zip(order, await asyncio.gather(*(t.score(ep, reqs[i], "r") for i in order)), strict=True))
-            for i, a in enumerate(first):
-                assert [c.logprob for c in a.choices] == [c.logprob for c in again[i].choices], i
+            await assert_order_free(t, ep, reqs)
             await t.close()
 
         asyncio.run(go())

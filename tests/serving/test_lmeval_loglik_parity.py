@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from testlib.lmeval_mc import (  # noqa: E402
     write_baseline_tasks,
 )
 from testlib.runs import ROOT, artifact_from, run_cli  # noqa: E402
+from testlib.scoring import assert_order_free  # noqa: E402
 from testlib.vllm import vllm_server  # noqa: E402
 
 from omnieval import read_manifest, read_records  # noqa: E402
@@ -172,12 +172,7 @@ def test_greedy_output_scores_greedy_and_order_changes_nothing(server: str) -> N
         # many choices after many contexts, in order then shuffled: the same numbers (vLLM #42019)
         reqs = [ScoreRequest(request_id=f"{i}", context=c, continuations=[g["token_ids"][:k] for k in (1, 3, 8)])
                 for i, (c, g) in enumerate(zip(ctxs, gens, strict=True))]  # fmt: skip
-        first = await asyncio.gather(*(t.score(ep, r, "r") for r in reqs))
-        order = list(range(len(reqs)))
-        random.Random(7).shuffle(order)
-        second = dict(zip(order, await asyncio.gather(*(t.score(ep, reqs[i], "r") for i in order)), strict=True))
-        for i, a in enumerate(first):
-            assert [c.logprob for c in a.choices] == [c.logprob for c in second[i].choices]
+        await assert_order_free(t, ep, reqs)
         await t.close()
 
     asyncio.run(go())

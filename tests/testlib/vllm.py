@@ -6,14 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
 from serving import free_port
+from testlib.llama import wait_healthy
 
 
 @contextmanager
@@ -29,16 +27,7 @@ def vllm_server(checkpoint: Path, log_dir: Path, *, served_name: str = "smollm2"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2")}
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     try:
-        deadline = time.monotonic() + 600
-        while True:  # readiness is only observable by asking; bounded by the deadline
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "vLLM not ready in 600 s"
-            time.sleep(0.5)
+        wait_healthy(proc, f"http://127.0.0.1:{port}/health", log_path, 600.0, "vLLM")
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         if proc.poll() is None:
