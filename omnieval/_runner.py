@@ -574,6 +574,7 @@ def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, 
     """Framework results, each persisted whole as it arrives (the driver thread's in their order, then the actors'
     in completion order, so a resumed run does not redo a finished task), returned in suite order. A task that
     raised becomes its benchmark's error row and is not persisted, so a resumed run retries it."""
+    from omnieval._stream import ray_wait_one
     from omnieval.adapters import FrameworkResult
 
     engines = {m.name: m.engine for m in suite.models}
@@ -596,9 +597,9 @@ def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, 
         settle(t.key, t.model, t.future.result)
     pending = {ref: (k, m) for k, m, ref in refs}
     while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        key, model = pending.pop(ready[0])
-        settle(key, model, lambda ref=ready[0]: ray.get(ref))
+        done = ray_wait_one(list(pending))
+        key, model = pending.pop(done)
+        settle(key, model, lambda ref=done: ray.get(ref))
     out = []
     for b in suite.benchmarks:
         for m in suite.models:

@@ -104,6 +104,18 @@ def stream_dispatch(
         sink(done)
 
 
+def ray_wait_one(pending: list[Any], poll_s: float = 0.5) -> Any:
+    """The first of ``pending`` to finish. Polled, never one unbounded ``ray.wait``: a signal's Python handler runs
+    only when the blocking call returns, so ``ray job stop``'s SIGTERM would wait for the next chunk — longer than the
+    3 s Ray grants before its SIGKILL — and the run could never say it was cancelled."""
+    import ray
+
+    while True:
+        ready, _ = ray.wait(pending, num_returns=1, timeout=poll_s)
+        if ready:
+            return ready[0]
+
+
 class RayChunkRunner:
     """Chunks to ``EvalClient`` actors (``client.run.remote(chunk)``), completions via ``ray.wait``."""
 
@@ -117,8 +129,8 @@ class RayChunkRunner:
     def wait_any(self, pending: list[Any]) -> tuple[Any, list[Record]]:
         import ray
 
-        ready, _ = ray.wait(pending, num_returns=1)
-        return ready[0], ray.get(ready[0])
+        ready = ray_wait_one(pending)
+        return ready, ray.get(ready)
 
 
 class RayLinesRunner:
@@ -137,8 +149,8 @@ class RayLinesRunner:
     def wait_any(self, pending: list[Any]) -> tuple[Any, Any]:
         import ray
 
-        ready, _ = ray.wait(pending, num_returns=1)
-        return ready[0], ray.get(ready[0])
+        ready = ray_wait_one(pending)
+        return ready, ray.get(ready)
 
 
 class LocalChunkRunner:
