@@ -135,6 +135,13 @@ class _Protocol(asyncio.Protocol):
             except (ValueError, AttributeError):
                 return _response("400 Bad Request", b'{"error":"body is not a JSON object"}')
             self.counter[0] += 1
+            if req.get("logprob_token_ids"):  # one-token choices, as vLLM answers them
+                ids = [int(t) for t in req["logprob_token_ids"]]
+                top = ",".join(f'"token_id:{t}":-1.0' for t in ids)
+                scored = (f'{{"id":"instant","object":"text_completion","model":"instant","choices":[{{"index":0,'
+                        f'"text":"","finish_reason":"length","logprobs":{{"tokens":["token_id:{ids[0]}"],'
+                        f'"token_logprobs":[-1.0],"top_logprobs":[{{{top}}}],"text_offset":[0]}}}}]}}')  # fmt: skip
+                return _response("200 OK", scored.encode())
             if req.get("prompt_logprobs") is not None:  # scoring, as vLLM answers it
                 prompt = req.get("prompt")
                 prompts = prompt if prompt and isinstance(prompt[0], list) else [prompt]

@@ -76,6 +76,15 @@ def score_bodies(
 ) -> list[tuple[str, dict[str, Any]]]:
     """(path under the server root, body) of each HTTP request that scores ``req``."""
     ctx = req.context
+    if dialect == "vllm" and all(len(c) == 1 for c in req.continuations):
+        # one-token choices (MMLU's letters): one prefill of the context, the output layer at its last position only,
+        # and the choices' log-probs from it (``logprob_token_ids``), instead of the output layer at every prompt
+        # position. Sampling neutral, so the sampled token is the argmax: a choice is greedy when it is that token.
+        ids = sorted({c[0] for c in req.continuations})
+        return [("/v1/completions", {"model": served_model_name, "prompt": ctx, "max_tokens": 1, "temperature": 0.0,
+                                     "top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0,
+                                     "presence_penalty": 0.0, "frequency_penalty": 0.0, "logprobs": len(ids),
+                                     "logprob_token_ids": ids, "return_tokens_as_token_ids": True})]  # fmt: skip
     if dialect == "vllm":
         return [("/v1/completions", {"model": served_model_name, "prompt": [ctx + c for c in req.continuations],
                                      "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 1})]  # fmt: skip
@@ -102,6 +111,8 @@ def parse_scores(dialect: ScoringDialect, raws: list[bytes], req: ScoreRequest) 
     """The replies of ``score_bodies`` as one ``ChoiceLogprob`` per continuation; a reply that does not carry the
     asked tokens is a ``RequestFailed`` (never a silent zero)."""
     try:
+        if dialect == "vllm" and all(len(c) == 1 for c in req.continuations):
+            return _parse_vllm_next_token(json.loads(raws[0]), req)
         if dialect == "vllm":
             return _parse_vllm(json.loads(raws[0]), req)
         if dialect == "sglang":
@@ -131,6 +142,18 @@ def _parse_vllm(data: dict[str, Any], req: ScoreRequest) -> list[ChoiceLogprob]:
             lps.append(float(entry["logprob"]))
             greedy.append(int(entry["rank"]) == 1)
         out.append(_choice(lps, greedy))
+    return out
+
+
+def _parse_vllm_next_token(data: dict[str, Any], req: ScoreRequest) -> list[ChoiceLogprob]:
+    lp = data["choices"][0]["logprobs"]
+    top = {int(k.removeprefix("token_id:")): float(v) for k, v in lp["top_logprobs"][0].items()}
+    sampled = int(str(lp["tokens"][0]).removeprefix("token_id:"))
+    out = []
+    for (tok,) in req.continuations:
+        if tok not in top:
+            raise RequestFailed(f"the server returned no log-probability for token {tok} (is it vLLM >= 0.20?)")
+        out.append(_choice([top[tok]], [sampled == tok]))
     return out
 
 

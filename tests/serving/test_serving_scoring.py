@@ -165,3 +165,22 @@ def test_instant_server_scores_through_the_pool_transport() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_one_token_choices_are_read_from_one_prefill_of_the_context() -> None:
+    """MMLU-style choices (one token each) go to vLLM as the context alone with ``logprob_token_ids``: the output layer
+    runs at the last position only. The reply is one vLLM 0.32.0 (fp32) really gave; those log-probs equal its
+    ``prompt_logprobs`` of context + choice to the last digit (checked against the same server)."""
+    req = ScoreRequest(request_id="m", context=[504, 3575, 282, 4649, 314], continuations=[[7042], [3575], [28]])
+    ((path, body),) = score_bodies("vllm", req, "smollm2")
+    assert body["prompt"] == req.context and body["logprob_token_ids"] == [28, 3575, 7042] and body["max_tokens"] == 1
+    assert body["temperature"] == 0 and body["repetition_penalty"] == 1.0  # the sampled token is the argmax
+    reply = {"choices": [{"index": 0, "logprobs": {"tokens": ["token_id:7042"], "token_logprobs": [-0.2606096565723419],
+             "top_logprobs": [{"token_id:7042": -0.2606096565723419, "token_id:3575": -5.511080741882324,
+                               "token_id:28": -7.6659440994262695}]}}]}  # fmt: skip
+    a, b, c = parse_scores("vllm", [_raw(reply)], req)
+    assert (a.logprob, a.is_greedy) == (-0.2606096565723419, True)
+    assert (b.logprob, b.is_greedy, c.logprob, c.is_greedy) == (-5.511080741882324, False, -7.6659440994262695, False)
+    short = {"choices": [{"index": 0, "logprobs": {"tokens": ["token_id:7042"], "top_logprobs": [{"token_id:7042": -0.3}]}}]}
+    with pytest.raises(RequestFailed, match="no log-probability for token"):
+        parse_scores("vllm", [_raw(short)], req)
