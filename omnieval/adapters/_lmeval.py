@@ -133,7 +133,6 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions, max_length: int = 2
             self.scored: dict[tuple[str, str | None], list[ChoiceLogprob]] = {}
             self.replica_of: dict[str, str] = {}
             """Context (or document) -> the replica that scored it."""
-            self.last_replicas: list[str] = []
             """Per (context, continuation) — (document, None) for rolling — what the replica returned."""
             self.max_length = max_length
             self.requests_s = 0.0
@@ -188,10 +187,11 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions, max_length: int = 2
             return out
 
         def _score(self, encoded: list[tuple[list[int], list[int]]], labels: list[str],
-                   share_context: bool = True) -> list[ChoiceLogprob | str]:  # fmt: skip
-            self.last_replicas = ["" for _ in encoded]
-            """Scores of (context ids, continuation ids) pairs; a failed request's pairs get its error text."""
-            out: list[ChoiceLogprob | str] = [ChoiceLogprob(logprob=0.0, n_tokens=0, is_greedy=True)] * len(encoded)
+                   share_context: bool = True) -> list[tuple[ChoiceLogprob | str, str]]:  # fmt: skip
+            """(score, replica that answered) of (context ids, continuation ids) pairs; a failed request's pairs get
+            its error text."""
+            empty = ChoiceLogprob(logprob=0.0, n_tokens=0, is_greedy=True)
+            out: list[tuple[ChoiceLogprob | str, str]] = [(empty, "")] * len(encoded)
             todo = [(i, e) for i, e in enumerate(encoded) if e[1]]  # an empty continuation scores 0, greedy
             # a document's choices share a context: one request, one replica. Rolling windows do not (every first
             # window's context is the same prefix token), so they go as requests of their own, in parallel
@@ -204,9 +204,8 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions, max_length: int = 2
             self.requests_s += time.monotonic() - t0
             for g, res in zip(groups, answers, strict=True):
                 for j, m in enumerate(g.members):
-                    out[todo[m][0]] = f"{type(res).__name__}: {res}" if isinstance(res, BaseException) else res.choices[j]
-                    if not isinstance(res, BaseException):
-                        self.last_replicas[todo[m][0]] = res.replica_id
+                    failed = isinstance(res, BaseException)
+                    out[todo[m][0]] = (f"{type(res).__name__}: {res}", "") if failed else (res.choices[j], res.replica_id)
             return out
 
         def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
@@ -222,7 +221,7 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions, max_length: int = 2
             encoded = [truncate(*encode_pair(c, k, tok, prefix), self.max_length) for c, k in pairs]
             scores = self._score(encoded, [c for c, _ in pairs])
             out = []
-            for (ctx, cont), sc, rid in zip(pairs, scores, self.last_replicas, strict=True):
+            for (ctx, cont), (sc, rid) in zip(pairs, scores, strict=True):
                 if isinstance(sc, str):
                     self.failures[ctx] = sc
                     out.append((float("-inf"), False))
@@ -242,7 +241,7 @@ def make_pool_lm(bridge: Any, generation: GenerationOptions, max_length: int = 2
             out = []
             k = 0
             for d, ws in zip(docs, windows, strict=True):
-                got, rids = scores[k : k + len(ws)], self.last_replicas[k : k + len(ws)]
+                got, rids = [s for s, _ in scores[k : k + len(ws)]], [r for _, r in scores[k : k + len(ws)]]
                 k += len(ws)
                 bad = [s for s in got if isinstance(s, str)]
                 if bad:
