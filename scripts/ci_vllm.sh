@@ -31,11 +31,10 @@ if [ ! -f "$VENV/.complete" ]; then
   "$P" uninstall -y torchvision torchaudio torchcodec || true
   # omnieval's own runtime deps (installed editable with --no-deps so pip cannot touch torch/vllm), plus the GGUF
   # reader for conversion and the test tools.
-  "$P" install "ray[serve]==2.60.0" "pydantic>=2.7" "pyyaml>=6" "pyarrow>=14" "httpx>=0.27" "aiohttp>=3.9" "rich>=13" "jiwer>=3" \
+  "$P" install "ray[serve]==$(sed -n 's/.*"ray\[serve\]==\([0-9.]*\)".*/\1/p' "$REPO/pyproject.toml")" "pydantic>=2.7" "pyyaml>=6" "pyarrow>=14" "httpx>=0.27" "aiohttp>=3.9" "rich>=13" "jiwer>=3" \
     "sacrebleu>=2.4" "fastapi>=0.110" "uvicorn>=0.29" "huggingface_hub>=0.23" "gguf>=0.10" "accelerate>=0.30" \
     "pytest>=8" "pytest-timeout>=2.3"
   "$P" install --no-deps -e "$REPO"
-  "$VENV/bin/python" -c "import vllm, torch, transformers, ray; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'ray', ray.__version__)"
   touch "$VENV/.complete"
   echo "venv ready in $(( $(date +%s) - t0 )) s" >&2
 fi
@@ -58,6 +57,16 @@ if [ ! -f "$VENV/.lmeval-1" ]; then
   "$VENV/bin/pip" install -q "lm-eval[api]==0.4.13"
   touch "$VENV/.lmeval-1"
 fi
+# Every run, not only the first: a cached venv can rot (a wheel removed, a .so that no longer loads), and a tier whose
+# imports fail must fail here with the fix, not skip its tests. Ray must be the driver's version (one Ray everywhere).
+WANT_RAY="$(sed -n 's/.*"ray\[serve\]==\([0-9.]*\)".*/\1/p' "$REPO/pyproject.toml")"
+"$VENV/bin/python" - "$WANT_RAY" <<'PY' || { echo "the vLLM venv $VENV is broken: rm -rf it and rerun scripts/ci_vllm.sh" >&2; exit 1; }
+import sys
+import gguf, lm_eval, ray, torch, transformers, vllm  # noqa: F401  everything this tier's tests import
+print("vllm", vllm.__version__, "torch", torch.__version__, "transformers", transformers.__version__, "ray", ray.__version__, "lm_eval", lm_eval.__version__, file=sys.stderr)
+if ray.__version__ != sys.argv[1]:
+    sys.exit(f"ray {ray.__version__} in the vLLM venv, pyproject.toml pins {sys.argv[1]}")
+PY
 [ "$INSTALL_ONLY" = 1 ] && { echo "$VENV"; exit 0; }
 
 # CPU defaults (a GPU runner overrides nothing: the engine only applies these when no CUDA device is visible).
@@ -72,5 +81,7 @@ export RAY_TMPDIR="${RAY_TMPDIR:-$SCRATCH/ray}"
 cd "$REPO"
 # The plumbing multimodal models (SmolLM2 + untrained towers; scores mean nothing), built once and cached.
 "$VENV/bin/python" scripts/make_plumbing_models.py image audio audio-hf image-gguf
+# Under CI a skip for a missing dependency of this tier is a failure (tests/testlib/tiers.py).
+export OMNIEVAL_REQUIRE="${OMNIEVAL_REQUIRE:+$OMNIEVAL_REQUIRE,}vllm,torch,transformers,gguf,lm_eval,av"
 # Ray Serve 2.60 floods the summary with its own pydantic deprecation warnings; they are not ours.
 exec "$VENV/bin/python" -m pytest tests/serving -m "vllm or transformers" -v -W ignore::DeprecationWarning "$@"

@@ -94,4 +94,8 @@ case "$got" in
 esac
 "$VENV/bin/python" -c 'from ray import serve; import omnieval.adapters._bridge' \
   || { echo "ray.serve / omnieval do not import in $VENV" >&2; exit 1; }
+# The framework itself, on every call: a cached venv that no longer imports it must fail here, not skip its tests.
+case "$FW" in lmms) MOD=lmms_eval ;; vlmeval) MOD=vlmeval ;; lmeval) MOD=lm_eval ;; esac
+"$VENV/bin/python" -c "import $MOD" >&2 \
+  || { echo "$MOD does not import in $VENV: rm -rf $VENV and rerun scripts/make_framework_venv.sh $FW" >&2; exit 1; }
 echo "$VENV/bin/python"

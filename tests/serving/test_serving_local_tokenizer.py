@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testlib.tiers import need
 
-pytest.importorskip("transformers")
+need("transformers")
 
 from omnieval.adapters._bridge import PoolBridge  # noqa: E402
 from omnieval.core import PoolConfig  # noqa: E402

@@ -9,6 +9,7 @@ import wave
 from pathlib import Path
 
 import pytest
+from testlib.tiers import need
 
 from omnieval.core import AudioContent, Message, OmnievalUserError, TextContent, VideoContent
 from serving._features import hf_features
@@ -16,7 +17,7 @@ from serving._managed import ManagedServer
 from serving._media import pick_frames, resampled_wav, video_frames
 from serving._messages import to_openai
 
-pytest.importorskip("av")
+need("av")
 
 DATA = Path(__file__).resolve().parents[2] / "omnieval" / "benchmarks" / "data"
 CLIP = DATA / "omniassist_sample" / "media" / "II_000" / "t0.mp4"

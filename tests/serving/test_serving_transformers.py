@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from testlib.tiers import need
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("gguf")
+need("torch")
+need("transformers")
+need("gguf")
 
 from omnieval.core import GenerationOptions  # noqa: E402
 from serving._transformers import TransformersEngine  # noqa: E402

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from testlib.tiers import need
 
-pytest.importorskip("vllm")
+need("vllm")
 
 from omnieval.core import GenerationOptions  # noqa: E402
 from serving import ENGINES  # noqa: E402

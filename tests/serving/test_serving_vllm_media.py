@@ -19,15 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testlib.tiers import need, unavailable
 
-pytest.importorskip("vllm")
+need("vllm")
 
-from omnieval.core import (
+from omnieval.core import (  # noqa: E402
     AudioContent,
     GenerationOptions,
     ImageContent,
     Message,
-    SuiteConfig,  # noqa: E402
+    SuiteConfig,
     TextContent,
     VideoContent,
 )
@@ -203,7 +204,7 @@ def test_lmms_eval_images_through_the_pool_to_vllm(plumbing_models: dict[str, Pa
     """lmms-eval's tiny_shapes (in the lmms venv) asks the pool; the pool's vLLM replica of the plumbing VLM gets
     the images (scores mean nothing; the prompt token counts show each image was tiled and encoded)."""
     if not os.environ.get("OMNIEVAL_LMMS_PYTHON") or not (LMMS_PY.parents[1] / ".complete").exists():
-        pytest.skip("needs OMNIEVAL_LMMS_PYTHON naming a built lmms venv: scripts/ci_frameworks.sh runs this test")
+        unavailable("lmms", "needs OMNIEVAL_LMMS_PYTHON naming a built lmms venv (scripts/ci_frameworks.sh runs this)")
     from omnieval._runner import run_suite
 
     suite = SuiteConfig.model_validate(

@@ -19,6 +19,7 @@ from typing import Any
 import jiwer
 import pytest
 import sacrebleu
+from testlib.tiers import need
 
 from omnieval._scoring import score_benchmark
 from omnieval.benchmarks import get_benchmark
@@ -95,7 +96,7 @@ def test_missing_extra_names_the_pip_line(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_missing_model_dir_is_a_user_error(tmp_path: Path) -> None:
-    pytest.importorskip("faster_whisper")
+    need("faster_whisper")
     eng = FasterWhisperEngine(replica_id="r", model="w", model_path=str(tmp_path))
     with pytest.raises(OmnievalUserError, match="model.bin"):
         asyncio.run(eng.start())
@@ -118,7 +119,9 @@ class _FakeModel:
         time.sleep(0.2)
         with self.lock:
             self.active -= 1
-        return iter([SimpleNamespace(text=f" {data.decode()} ", tokens=[1, 2]), SimpleNamespace(text="", tokens=[])]), None
+        return iter(
+            [SimpleNamespace(text=f" {data.decode()} ", tokens=[1, 2]), SimpleNamespace(text="", tokens=[])]
+        ), None
 
 
 def _fake_engine(slots: int) -> tuple[FasterWhisperEngine, _FakeModel]:
@@ -198,7 +201,7 @@ def test_pypi_member_can_name_a_directory(tmp_path: Path, monkeypatch: pytest.Mo
 @pytest.fixture(scope="module")
 def whisper_records() -> tuple[list[Record], Any]:
     """All asr_tiny clips transcribed once by whisper tiny.en (int8, 2 slots); outputs copied into the records."""
-    pytest.importorskip("faster_whisper")
+    need("faster_whisper")
     from serving._models import resolve_model
 
     path = resolve_model(WHISPER_SOURCE)
@@ -258,7 +261,7 @@ def test_st_scoring_path_on_real_engine_output(whisper_records: tuple[list[Recor
 @pytest.mark.ray
 def test_audio_suite_end_to_end(tmp_path: Path) -> None:
     """examples/audio.yaml through the real CLI: whisper and llama.cpp replicas in one pool, scored artifact."""
-    pytest.importorskip("faster_whisper")
+    need("faster_whisper")
     from testlib.runs import artifact_from, run_cli
 
     from omnieval import read_manifest, read_records

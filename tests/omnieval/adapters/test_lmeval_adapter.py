@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 from testlib.runs import ROOT, artifact_from, run_cli
+from testlib.tiers import need
 
 from omnieval import read_manifest, read_records
 from omnieval.core import GenerationOptions, OmnievalUserError
 from omnieval.metrics import make_metric
 from serving._types import GenerationRequest, GenerationResult
 
-pytest.importorskip("lm_eval", reason="needs the lmeval extra: pip install 'omnieval[lmeval]'")
+need("lm_eval")
 
 DATA = ROOT / "omnieval/benchmarks/data/lmeval/gsm8k_format_asdiv.jsonl"
 TASKS = ROOT / "examples/lmeval_tasks"
@@ -51,7 +52,9 @@ def test_defaults_are_lm_evals_own() -> None:
 def test_options_are_checked_with_did_you_mean() -> None:
     from omnieval.adapters._lmeval_tasks import evaluate_kwargs, parse_options
 
-    with pytest.raises(OmnievalUserError, match="options.num_fewshots: not an lm-eval option. Did you mean 'num_fewshot'"):
+    with pytest.raises(
+        OmnievalUserError, match="options.num_fewshots: not an lm-eval option. Did you mean 'num_fewshot'"
+    ):
         parse_options({"num_fewshots": 3})
     with pytest.raises(OmnievalUserError, match="needs apply_chat_template"):
         evaluate_kwargs({"fewshot_as_multiturn": True}, None)
@@ -159,8 +162,11 @@ def test_own_task_data_files_are_checked_before_deploy(tmp_path: Path, monkeypat
     from omnieval.adapters._lmeval_tasks import resolve_task
 
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(OmnievalUserError, match=r"task 'asdiv_gsm8k_plain' \(.*asdiv_gsm8k_plain.yaml\) reads "
-                                                r"omnieval/benchmarks/data/lmeval/gsm8k_format_asdiv.jsonl, which does not exist"):
+    with pytest.raises(
+        OmnievalUserError,
+        match=r"task 'asdiv_gsm8k_plain' \(.*asdiv_gsm8k_plain.yaml\) reads "
+        r"omnieval/benchmarks/data/lmeval/gsm8k_format_asdiv.jsonl, which does not exist",
+    ):
         resolve_task("asdiv_gsm8k", {"include_path": str(TASKS)})
     monkeypatch.chdir(ROOT)
     assert resolve_task("asdiv_gsm8k", {"include_path": str(TASKS)}).kind == "group"
@@ -185,7 +191,9 @@ def test_group_rows_are_lm_evals_own_results_for_every_subtask_and_the_group(mon
         assert row.metric == "exact_match/flexible-extract"
         assert row.value == pytest.approx(100 * block["exact_match,flexible-extract"], abs=1e-4)
         assert row.stderr == pytest.approx(100 * block["exact_match_stderr,flexible-extract"], abs=1e-4)
-    assert rows["lmeval:asdiv_gsm8k"].num_samples == 24 and rows["lmeval:asdiv_gsm8k/asdiv_gsm8k_plain"].num_samples == 12
+    assert (
+        rows["lmeval:asdiv_gsm8k"].num_samples == 24 and rows["lmeval:asdiv_gsm8k/asdiv_gsm8k_plain"].num_samples == 12
+    )
     # the planted pattern: the subtask's value is its Records' mean, and the group the size-weighted mean
     plain = [r for r in res.records if r.benchmark == "lmeval:asdiv_gsm8k/asdiv_gsm8k_plain"]
     assert len(plain) == 12 and 0 < rows["lmeval:asdiv_gsm8k/asdiv_gsm8k_plain"].value < 100
@@ -276,7 +284,9 @@ def test_a_task_file_and_include_path_are_relative_to_the_suite_file(monkeypatch
     res = LMEvalAdapter().run(task=cfg.name, options={"num_fewshot": 0}, model="m", bridge=AnswerBridge(), limit=6,
                               generation=GenerationOptions())  # fmt: skip
     assert {s.benchmark for s in res.scores} == {"lmeval:asdiv_gsm8k_plain"} and len(res.records) == 6
-    assert res.scores[0].value == pytest.approx(100 * res.raw["results"]["asdiv_gsm8k_plain"]["exact_match,flexible-extract"])
+    assert res.scores[0].value == pytest.approx(
+        100 * res.raw["results"]["asdiv_gsm8k_plain"]["exact_match,flexible-extract"]
+    )
 
 
 def test_a_bundled_group_on_local_files_keeps_the_named_subtasks_and_its_aggregation() -> None:

@@ -25,6 +25,7 @@ import pytest
 import yaml
 from testlib.fake_vlm import answer, colour_of, fake_vlm
 from testlib.runs import ROOT, artifact_from, run_cli
+from testlib.tiers import need, unavailable
 
 from omnieval import read_manifest, read_records
 from omnieval.core import GenerationOptions, ImageContent
@@ -40,7 +41,7 @@ def _need_driver_venv_and_lmms_venv() -> None:
     if importlib.util.find_spec("lmms_eval") is not None:
         pytest.skip("run from the main venv: here lmms-eval shares the driver's interpreter")
     if not LMMS_READY:
-        pytest.skip(f"no lmms venv at {LMMS_PY}: build it with scripts/make_framework_venv.sh lmms")
+        unavailable("lmms", f"no lmms venv at {LMMS_PY}")
 
 
 class FakeBridge:
@@ -73,7 +74,7 @@ def test_record_messages_store_images_as_cached_files(tmp_path: Path, monkeypatc
 
 
 def test_tiny_shapes_resolves_offline_and_data_files_override(tmp_path: Path) -> None:
-    pytest.importorskip("lmms_eval", reason="needs the lmms venv: scripts/make_framework_venv.sh lmms")
+    need("lmms_eval")
     from omnieval.adapters._lmms import task_manager
     from omnieval.core import OmnievalUserError
 
@@ -90,7 +91,7 @@ def test_tiny_shapes_resolves_offline_and_data_files_override(tmp_path: Path) ->
 
 
 def test_lmms_adapter_sends_images_and_keeps_lmms_scores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("lmms_eval", reason="needs the lmms venv: scripts/make_framework_venv.sh lmms")
+    need("lmms_eval")
     from omnieval.adapters._lmms import LMMSEvalAdapter
 
     monkeypatch.setenv("OMNIEVAL_CACHE", str(tmp_path))
@@ -149,7 +150,7 @@ def test_lmms_framework_actor_runs_in_its_own_interpreter() -> None:
 def test_lmeval_and_lmms_in_one_suite_two_environments(tmp_path: Path) -> None:
     """examples/frameworks.yaml: lm-eval gsm8k on SmolLM2 in the driver's venv, lmms-eval tiny_shapes in its own venv
     on an OpenAI-compatible VLM endpoint; both land in one manifest, and the engine saw the images."""
-    pytest.importorskip("lm_eval", reason="needs the lmeval extra in the main venv: pip install 'omnieval[lmeval]'")
+    need("lm_eval")
     _need_driver_venv_and_lmms_venv()
     with fake_vlm() as vlm:
         suite = yaml.safe_load((ROOT / "examples/frameworks.yaml").read_text())
@@ -203,10 +204,13 @@ def test_lmms_log_likelihood_tasks_are_told_apart_from_their_yaml(tmp_path: Path
 def test_a_bundled_lmms_ppl_task_is_refused_before_deploy() -> None:
     """lmms-eval's own ``seedbench_ppl`` needs log-likelihoods of image + text prompts, which its chat model interface
     (the one the pool answers) does not have: the check says so and names the generative task."""
-    pytest.importorskip("lmms_eval", reason="needs the lmms venv: scripts/make_framework_venv.sh lmms")
+    need("lmms_eval")
     from omnieval.adapters._lmms import LMMSEvalAdapter
     from omnieval.core import OmnievalUserError
 
-    with pytest.raises(OmnievalUserError, match=r"lmms:seedbench_ppl needs log-likelihoods .*output_type multiple_choice.*\(seedbench where"):
+    with pytest.raises(
+        OmnievalUserError,
+        match=r"lmms:seedbench_ppl needs log-likelihoods .*output_type multiple_choice.*\(seedbench where",
+    ):
         LMMSEvalAdapter().check("seedbench_ppl", {}, "benchmarks[0]")
     LMMSEvalAdapter().check("seedbench", {}, "benchmarks[0]")  # its generative form passes

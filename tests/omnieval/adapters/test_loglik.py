@@ -11,8 +11,9 @@ import re
 from typing import Any
 
 import pytest
+from testlib.tiers import need
 
-pytest.importorskip("lm_eval", reason="needs the lmeval extra: pip install 'omnieval[lmeval]'")
+need("lm_eval")
 
 from omnieval.adapters._loglik import (  # noqa: E402
     encode_pair,

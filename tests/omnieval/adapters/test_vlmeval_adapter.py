@@ -19,6 +19,7 @@ import pytest
 import yaml
 from testlib.fake_vlm import answer, colour_of, fake_vlm
 from testlib.runs import ROOT, artifact_from, run_cli
+from testlib.tiers import need
 
 from omnieval import read_manifest, read_records
 from omnieval.core import GenerationOptions, ImageContent
@@ -40,7 +41,7 @@ class FakeBridge:
 
 @pytest.fixture
 def vlmeval_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    pytest.importorskip("vlmeval", reason="needs the vlmeval venv: scripts/make_framework_venv.sh vlmeval")
+    need("vlmeval")
     monkeypatch.setenv("OMNIEVAL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("LMUData", str(tmp_path / "LMUData"))  # the user's own LMUData is never touched
     (tmp_path / "LMUData").mkdir()
@@ -88,7 +89,9 @@ def test_unknown_dataset_is_a_user_error(vlmeval_env: Path) -> None:
     from omnieval.core import OmnievalUserError
 
     with pytest.raises(OmnievalUserError, match="cannot build dataset 'NoSuchTSV'"):
-        VLMEvalAdapter().run(task="NoSuchTSV", options={}, model="m", bridge=FakeBridge(), limit=None, generation=GenerationOptions())
+        VLMEvalAdapter().run(
+            task="NoSuchTSV", options={}, model="m", bridge=FakeBridge(), limit=None, generation=GenerationOptions()
+        )
 
 
 @pytest.mark.slow

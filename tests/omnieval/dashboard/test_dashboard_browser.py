@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from testlib.tiers import need, unavailable
 
 from omnieval.dashboard import create_app, export_static
 
@@ -44,10 +45,8 @@ return [...document.querySelectorAll('#radar polygon.radar-series')].map(p => ({
 @pytest.fixture
 def driver(tmp_path: Path) -> Iterator[Any]:
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.skip(f"headless browser not installed ({CHROMIUM}, {CHROMEDRIVER}); run scripts/install_browser.sh")
-    webdriver = pytest.importorskip(
-        "selenium.webdriver", reason="selenium not installed; run scripts/install_browser.sh"
-    )
+        unavailable("browser", f"headless browser not installed ({CHROMIUM}, {CHROMEDRIVER})")
+    webdriver = need("selenium.webdriver")
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
