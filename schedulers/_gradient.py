@@ -60,6 +60,8 @@ class GradientLimiter:
         self._prev: tuple[int, float] | None = None  # (limit, throughput) of the last decided window
         self._holding = 0
         self.updates = 0
+        self.peak_limit = self.limit
+        """The highest limit set so far (how far the climb went, whatever the limit is now)."""
 
     @property
     def limit(self) -> int:
@@ -107,6 +109,7 @@ class GradientLimiter:
 
     def _set(self, value: float) -> None:
         self._limit = max(float(self.min_limit), min(float(self.max_limit), value))
+        self.peak_limit = max(self.peak_limit, self.limit)
 
     def __repr__(self) -> str:
         return f"GradientLimiter(limit={self.limit}, baseline={self.baseline}, max={self.max_limit})"

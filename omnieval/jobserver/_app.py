@@ -103,7 +103,7 @@ def create_app(
     @app.get("/health", response_model=Health, tags=["meta"])
     async def health() -> Health:
         """Liveness; the only endpoint without authentication."""
-        return Health()
+        return Health(queue_ticks=job_queue.ticks)
 
     api = APIRouter(dependencies=[Depends(_auth_dependency(token))], responses=_ERR, tags=["jobs"])
 

@@ -104,6 +104,8 @@ class ErrorResponse(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
+    queue_ticks: int = 0
+    """Scheduler passes since start: a number that stops growing while jobs are active means a stuck queue."""
 
 
 class SuiteError(ValueError):

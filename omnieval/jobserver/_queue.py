@@ -61,6 +61,8 @@ class JobQueue:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.ticks = 0
+        """Scheduler passes so far (``/health`` reports it)."""
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="omnieval-job-queue")
@@ -96,6 +98,7 @@ class JobQueue:
 
     async def tick(self) -> bool:
         """One pass: poll active jobs, then fill free slots. Returns whether runner jobs are still active."""
+        self.ticks += 1
         async with self._lock:
             for job in self.store.in_states(ACTIVE_STATES):
                 await self._poll(job)

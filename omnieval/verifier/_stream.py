@@ -69,6 +69,8 @@ class VerifierStream:
         """When the judge had started (or failed to)."""
         self.inference_done_at: float | None = None
         """Set by the runner when the last inference chunk came back (``mark_inference_done``)."""
+        self.rated_during_inference: int | None = None
+        """Verdicts with a rating that were in before inference ended: the judging that overlapped inference."""
         self.finished_at: float | None = None
         self.busy_s = 0.0
         """Time with at least one judge batch in flight."""
@@ -117,7 +119,9 @@ class VerifierStream:
         return n
 
     def mark_inference_done(self) -> None:
-        self.inference_done_at = time.monotonic()
+        with self._cv:
+            self.inference_done_at = time.monotonic()
+            self.rated_during_inference = sum(v.rating is not None for v in self.verdicts.values())
 
     def finish(self) -> dict[Key, Verdict]:
         """Judge what is still queued, shut the judge down, return every verdict."""
@@ -153,13 +157,16 @@ class VerifierStream:
 
     def timings(self) -> dict[str, float]:
         """``verifier_tail_s``: from the last inference chunk to the last verdict (what the verifier added to the
-        run); ``verifier_busy_s``: time the judge had work; ``verifier_startup_s``; ``verifier_s``: start to end."""
+        run); ``verifier_busy_s``: time the judge had work; ``verifier_startup_s``; ``verifier_s``: start to end;
+        ``verifier_rated_during_inference``: verdicts in before the last inference chunk (how much judging overlapped)."""
         end = self.finished_at or time.monotonic()
         out = {"verifier_s": end - self.started_at, "verifier_busy_s": self.busy_s}
         if self.ready_at is not None:
             out["verifier_startup_s"] = self.ready_at - self.started_at
         if self.inference_done_at is not None:
             out["verifier_tail_s"] = max(0.0, end - self.inference_done_at)
+        if self.rated_during_inference is not None:
+            out["verifier_rated_during_inference"] = float(self.rated_during_inference)
         if self.first_verdict_at is not None:
             out["verifier_first_verdict_s"] = self.first_verdict_at - self.started_at
         return out
