@@ -17,7 +17,7 @@ from cluster._placement import (
     fits,
     place,
 )
-from cluster._ray import connect
+from cluster._ray import connect, job_working_dir, replica_runtime_env, runtime_env_of
 
 __all__ = [
     "GPU_MEMORY_RESOURCE",
@@ -29,6 +29,9 @@ __all__ = [
     "check_replicas",
     "choose_node",
     "connect",
+    "job_working_dir",
+    "replica_runtime_env",
+    "runtime_env_of",
     "consumed",
     "demand_of",
     "deployment_options",

@@ -11,10 +11,14 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
+
+TICK_S = 3.0
+"""How often the heartbeat thread runs ``on_tick`` (the beats themselves come every quarter of the grace)."""
 
 
 class RunCancelled(BaseException):  # noqa: N818 - a BaseException like KeyboardInterrupt: not caught as an error
@@ -86,10 +90,12 @@ class Heartbeat:
     releasing (SIGKILL, a lost node) stops the heartbeats, and the controller releases its replicas after
     ``grace_s``. ``keep()`` hands the replicas over to nobody's lease (``--keep-pool``)."""
 
-    def __init__(self, controller: Any, run_id: str, grace_s: float) -> None:
+    def __init__(self, controller: Any, run_id: str, grace_s: float, on_tick: Callable[[], None] | None = None) -> None:
         self.controller = controller
         self.run_id = run_id
         self.grace_s = grace_s
+        self.on_tick = on_tick
+        """Called every few seconds from the heartbeat thread (the driver's watch on its replicas' failures)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="omnieval-heartbeat")
 
@@ -100,11 +106,20 @@ class Heartbeat:
 
     def _loop(self) -> None:
         period = max(0.5, self.grace_s / 4)
-        while not self._stop.wait(period):
-            try:
-                self.controller.heartbeat.remote(self.run_id, self.grace_s)
-            except Exception as e:  # noqa: BLE001 - the next beat retries; the grace covers a few misses
-                logging.getLogger("omnieval").warning("heartbeat to the pool controller failed: %r", e)
+        tick = min(period, TICK_S)
+        last = time.monotonic()
+        while not self._stop.wait(tick):
+            if time.monotonic() - last >= period - 1e-3:
+                last = time.monotonic()
+                try:
+                    self.controller.heartbeat.remote(self.run_id, self.grace_s)
+                except Exception as e:  # noqa: BLE001 - the next beat retries; the grace covers a few misses
+                    logging.getLogger("omnieval").warning("heartbeat to the pool controller failed: %r", e)
+            if self.on_tick is not None:
+                try:
+                    self.on_tick()
+                except Exception as e:  # noqa: BLE001 - a report that failed must not stop the heartbeats
+                    logging.getLogger("omnieval").debug("heartbeat tick: %r", e)
 
     def stop(self, keep: bool = False) -> None:
         self._stop.set()

@@ -6,7 +6,7 @@ from pool._cache import CacheLookup, ResponseCache, cache_key, default_cache_pat
 from pool._client import EvalClient
 from pool._controller import CONTROLLER_NAME, NAMESPACE, PoolController, fingerprint, get_controller
 from pool._dispatch import Dispatcher, NoReplicaAvailable
-from pool._types import ChunkResult, ReplicaInfo, ReplicaState, decode_records, encode_records
+from pool._types import ChunkResult, ReplicaEvent, ReplicaInfo, ReplicaState, decode_records, encode_records
 
 __all__ = [
     "CONTROLLER_NAME",
@@ -18,6 +18,7 @@ __all__ = [
     "NoReplicaAvailable",
     "PoolController",
     "ResponseCache",
+    "ReplicaEvent",
     "ReplicaInfo",
     "ReplicaState",
     "cache_key",

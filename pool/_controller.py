@@ -14,14 +14,15 @@ import json
 import logging
 import threading
 import time
-from typing import Any
+from collections import deque
+from typing import Any, Literal
 
 import ray
 from pydantic import BaseModel, ConfigDict
 
 from omnieval.core import ModelConfig, PlacementError, ReplicaDead, clip
 from pool._autoscaler import ScaleResult, plan_scaling
-from pool._types import ReplicaInfo, ReplicaLoad, SyncRequest
+from pool._types import ReplicaEvent, ReplicaInfo, ReplicaLoad, SyncRequest
 from schedulers import GradientLimiter, LimitWindow
 from serving import EngineStats
 
@@ -31,6 +32,8 @@ CONTROLLER_NAME = "omnieval-pool"
 NAMESPACE = "omnieval"
 MAX_RETIRED = 256
 """Final stats of this many removed replicas are kept for inspection (tests, run provenance)."""
+MAX_EVENTS = 512
+"""Replica failure events kept for drivers to read (``events``)."""
 CLIENT_TTL_S = 3.0
 """A client that has not synced for this long no longer takes a share of a model's replicas (nor counts in flight)."""
 
@@ -85,6 +88,9 @@ class PoolController:
         self._last_report: dict[tuple[str, str], float] = {}  # (client, replica) -> time of that client's last sync
         self._busy_until: dict[str, float] = {}  # replica id -> end of the busy time already counted
         self._leases: dict[str, tuple[float, float]] = {}  # run id -> (last heartbeat, grace s), runs that send them
+        self._events: deque[ReplicaEvent] = deque(maxlen=MAX_EVENTS)
+        self._runtime_envs: dict[str, dict[str, Any]] = {}  # model -> runtime env of its replicas
+        self._event_seq = 0
         self._period = health_check_period_s
         self._autoscale_period = autoscale_period_s or health_check_period_s
         self._idle_s = scale_in_idle_s
@@ -97,11 +103,14 @@ class PoolController:
         threading.Thread(target=self._autoscale_loop, daemon=True, name="pool-autoscale").start()
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
-    def ensure_model(self, model_cfg: ModelConfig, run_id: str) -> list[ReplicaInfo]:
+    def ensure_model(
+        self, model_cfg: ModelConfig, run_id: str, runtime_env: dict[str, Any] | None = None
+    ) -> list[ReplicaInfo]:
         """Make sure ``model_cfg.replicas`` healthy replicas of this exact spec exist; register the run.
 
-        A spec no node fits, or more replicas than the cluster could ever hold, raises ``PlacementError`` before any
-        replica is deployed.
+        ``runtime_env`` (the run's env vars, working_dir, py_modules) goes to the replicas this call starts, and to
+        later scale-outs of the model: Serve deployments do not inherit the driver's job env. A spec no node fits, or
+        more replicas than the cluster could ever hold, raises ``PlacementError`` before any replica is deployed.
         """
         from cluster import check_replicas, demand_of
 
@@ -109,6 +118,9 @@ class PoolController:
             raise TypeError(f"ensure_model takes a ModelConfig, got {type(model_cfg).__name__}")
         name = model_cfg.name
         check_replicas(demand_of(model_cfg), model_cfg.replicas, name)
+        if runtime_env:
+            with self._lock:
+                self._runtime_envs[name] = dict(runtime_env)
         fp = fingerprint(model_cfg)
         with self._lock:
             old = self._models.get(name)
@@ -202,14 +214,18 @@ class PoolController:
         )
         try:
             self._ensure_serve()
+            if env := self._runtime_envs.get(model):
+                opts = {**opts, "ray_actor_options": {**opts["ray_actor_options"], "runtime_env": env}}
             app = EngineReplica.options(name="EngineReplica", **opts).bind(spec)
             serve.run_many(
                 [serve.RunTarget(target=app, name=rid, route_prefix=None)], wait_for_applications_running=False
             )
             self._wait_running(rid, cfg.deploy_timeout_s or self._deploy_timeout_s)
             stats = serve.get_app_handle(rid).stats.remote().result(timeout_s=60)
-        except BaseException:
+        except BaseException as e:
             with self._capacity:
+                if not isinstance(e, KeyboardInterrupt):
+                    self._event(info, "start_failed", f"{type(e).__name__}: {e}", None)
                 self._replicas.pop(rid, None)
                 self._reservations.pop(rid, None)
                 self._capacity.notify_all()
@@ -335,17 +351,25 @@ class PoolController:
         with self._lock:
             return {m: sorted(u) for m, u in self._users.items()}
 
+    def leases(self) -> dict[str, tuple[float, float]]:
+        """Runs holding replicas by heartbeat: (seconds since the last beat, grace). A user absent here is kept
+        without one (``--keep-pool``) until ``release``."""
+        now = time.monotonic()
+        with self._lock:
+            return {r: (now - t, grace) for r, (t, grace) in self._leases.items()}
+
     def retired(self) -> dict[str, RetiredReplica]:
         """Removed replicas (most recent ``MAX_RETIRED``) with their final stats."""
         with self._lock:
             return {k: v.model_copy() for k, v in self._retired.items()}
 
-    def report_failure(self, replica_id: str) -> None:
+    def report_failure(self, replica_id: str, detail: str = "") -> None:
         """A client saw the replica die: stop routing to it until a health check passes again."""
         with self._lock:
             r = self._replicas.get(replica_id)
             if r is not None and r.state == "healthy":
                 r.state = "unhealthy"
+                self._event(r, "unhealthy", f"a client's request failed: {detail or 'replica unusable'}", r.log)
 
     def _count_busy(self, served: EngineStats, client: str, load: ReplicaLoad, now: float) -> None:
         """Busy time as clients see it: the union of the sync windows in which some client had a request
@@ -426,9 +450,11 @@ class PoolController:
         return max(self._engine_inflight.get(rid, 0), clients)
 
     def limits(self) -> dict[str, dict[str, float | None]]:
-        """Per replica: its concurrency limit now, how many decisions fed it, its no-queue latency baseline."""
+        """Per replica: its concurrency limit now and the highest it reached, how many decisions fed it, its
+        no-queue latency baseline."""
         with self._lock:
-            return {rid: {"limit": lim.limit, "updates": lim.updates, "baseline_s_per_token": lim.baseline}
+            return {rid: {"limit": lim.limit, "peak_limit": lim.peak_limit, "updates": lim.updates,
+                          "baseline_s_per_token": lim.baseline}
                     for rid, lim in self._limiters.items() if rid in self._replicas}  # fmt: skip
 
     def models(self) -> dict[str, ModelConfig]:
@@ -446,6 +472,7 @@ class PoolController:
         info.endpoint = stats.endpoint
         info.prefix_token_id = stats.prefix_token_id
         info.tokenizer_dir = stats.tokenizer_dir
+        info.log = stats.log or info.log
         self._engine_inflight[info.replica_id] = stats.in_flight
         info.in_flight = self._in_flight(info.replica_id)
         if info.in_flight == 0:
@@ -460,12 +487,13 @@ class PoolController:
         for info in self.replicas():
             if info.state in ("starting", "dead"):
                 continue
+            err: Exception | None = None
             try:
                 stats = serve.get_app_handle(info.replica_id).stats.remote().result(timeout_s=10)
                 ok = bool(stats.healthy)
             except Exception as e:  # noqa: BLE001 - any failure to answer is a failed check
                 log.warning("health check of %s failed: %r", info.replica_id, e)
-                ok, stats = False, None
+                ok, stats, err = False, None, e
             with self._lock:
                 cur = self._replicas.get(info.replica_id)
                 if cur is None:
@@ -477,9 +505,27 @@ class PoolController:
                     self._apply_stats(cur, stats)
                 else:
                     cur.failures += 1
+                    if cur.state == "healthy":  # the transition, once: what a driver logs and keeps the log of
+                        detail = (stats.health_detail if stats is not None else None) or f"no answer: {err}"
+                        self._event(cur, "unhealthy", detail, (stats.log if stats is not None else None) or cur.log)
                     if cur.state != "draining":
                         cur.state = "unhealthy"
         return self.replicas()
+
+    def _event(self, info: ReplicaInfo, kind: Literal["unhealthy", "start_failed"], detail: str,
+               log_at: str | None) -> None:  # fmt: skip
+        """Record (and log) a replica failure; the caller holds the lock."""
+        self._event_seq += 1
+        ev = ReplicaEvent(seq=self._event_seq, at=time.time(), replica_id=info.replica_id, model=info.model,
+                          engine=info.engine, node_id=info.node_id, kind=kind, detail=clip(detail, 2000), log=log_at)  # fmt: skip
+        self._events.append(ev)
+        log.warning("replica %s (%s, node %s) %s: %s; engine log: %s", ev.replica_id, ev.engine, ev.node_id, kind,
+                    ev.detail, ev.log)  # fmt: skip
+
+    def events(self, since: int = 0, models: list[str] | None = None) -> list[ReplicaEvent]:
+        """Replica failures after event ``since`` (of ``models`` only, when given)."""
+        with self._lock:
+            return [e for e in self._events if e.seq > since and (models is None or e.model in models)]
 
     def _health_loop(self) -> None:
         while not self._stop.wait(self._period):

@@ -17,7 +17,7 @@ import uuid
 from collections import deque
 from typing import Any, overload
 
-from omnieval.core import PoolConfig, ReplicaDead, RequestFailed
+from omnieval.core import PoolConfig, ReplicaDead, RequestFailed, clip
 from pool._http import HttpTransport
 from pool._types import ReplicaInfo, ReplicaLoad, SyncRequest
 from schedulers import CircuitBreaker, LimitWindow, ReplicaView, RoutingRequest, make_policy
@@ -256,7 +256,7 @@ class Dispatcher:
                 self._failed(rid, routing, t0)
                 if rid in self._replicas:
                     self._replicas[rid].state = "unhealthy"
-                await self.controller.report_failure.remote(rid)
+                await self.controller.report_failure.remote(rid, clip(repr(e), 500))
                 continue
             finally:
                 self._release(rid)

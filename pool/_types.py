@@ -47,6 +47,8 @@ class ReplicaInfo(BaseModel):
     """BOS (else EOS) of the served tokenizer: what an empty context is scored after."""
     tokenizer_dir: str | None = None
     """Checkpoint folder of the served tokenizer (clients that can read it tokenize locally)."""
+    log: str | None = None
+    """``host:path`` of the engine server's log."""
     limit: int = 1
     """Adaptive concurrency limit of this replica, all clients together (set by the controller)."""
     clients: int = 1
@@ -133,3 +135,26 @@ def encode_records(records: list[Record]) -> bytes:
 
 def decode_records(data: bytes) -> list[Record]:
     return [Record.model_validate_json(line) for line in data.splitlines() if line.strip()]
+
+
+class ReplicaEvent(BaseModel):
+    """A replica went out of rotation or failed to start (controller → drivers, which log it and keep the engine's
+    log in their run directory)."""
+
+    model_config = ConfigDict(extra="forbid")
+    seq: int
+    """Position in the controller's event log (``events(since=seq)`` returns the later ones)."""
+    at: float
+    """Epoch seconds."""
+    replica_id: str
+    model: str
+    engine: str
+    node_id: str | None = None
+    """Ray node of the replica."""
+    kind: Literal["unhealthy", "start_failed"]
+    """``unhealthy``: a health check failed (engine died, hung or stopped answering); ``start_failed``: it never
+    became ready."""
+    detail: str
+    """Why: the engine log's last lines, or the error."""
+    log: str | None = None
+    """``host:path`` of the engine's whole log (kept after a failure)."""

@@ -66,6 +66,9 @@ class EngineReplica:
         s.model_sha256 = self._sha
         s.healthy = await self.engine.check_health()
         s.endpoint = self.engine.endpoint()
+        s.log = self.engine.log_location()  # after the health check: a dead server's log has been kept by then
+        if not s.healthy:
+            s.health_detail = self.engine.log_tail(5) or None
         return s
 
     async def pid(self) -> int | None:

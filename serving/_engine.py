@@ -87,6 +87,14 @@ class Engine(ABC):
         and ``generate`` is only the fallback path. Engines without a server return None (Serve handle calls)."""
         return None
 
+    def log_location(self) -> str | None:
+        """``host:path`` of the engine's own log, for failure reports; None when it writes none of its own."""
+        return None
+
+    def log_tail(self, n: int = 5) -> str:
+        """The last ``n`` lines of that log, joined with `` | ``."""
+        return ""
+
     def stats(self) -> EngineStats:
         s = self._stats.model_copy()
         s.slots = self.slots

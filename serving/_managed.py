@@ -348,6 +348,11 @@ class ServerEngine(OpenAIEngine):
     def log_tail(self, n: int = 5) -> str:
         return self._server.log_tail(n) if self._server is not None else ""
 
+    def log_location(self) -> str | None:
+        if self._server is None or self._server.log_path is None:
+            return None
+        return f"{socket.gethostname()}:{self._server.log_path}"
+
     async def server_metrics(self) -> dict[str, float]:
         """The server's Prometheus ``/metrics`` by name (empty when it has none or does not answer)."""
         if self._client is None:

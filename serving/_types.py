@@ -213,6 +213,10 @@ class EngineStats(BaseModel):
     tokenizer_dir: str | None = None
     """The Hugging Face checkpoint folder whose tokenizer the engine serves with (vLLM, SGLang, transformers), so a
     client on the same filesystem can tokenize locally, exactly as the engine does; None: ask the server."""
+    log: str | None = None
+    """``host:path`` of the engine server's log (moved out of the clean-stop removal once the server failed)."""
+    health_detail: str | None = None
+    """Why the last health check failed: the last lines of the engine's log."""
 
     @property
     def tokens_per_s(self) -> float:

@@ -469,11 +469,30 @@ class VerifierConfig(_Config):
     """Time allowed for a verifier process to load its model."""
 
 
+class RuntimeEnvConfig(_Config):
+    """What every actor of the run gets, on whichever node it lands: clients, framework actors, verifier workers
+    (through the job's runtime env) and the engine replicas (whose Serve deployments would not inherit it)."""
+
+    env_vars: dict[str, str] = Field(default_factory=dict)
+    """Environment variables set in every actor (stored in the manifest: no secrets here, use ``forward_env``)."""
+    forward_env: list[str] = Field(default_factory=list)
+    """Names of the driver's environment variables copied to every actor at start (``HF_TOKEN``); their values are
+    never written to the artifact. A name the driver does not have is an error."""
+    working_dir: str | None = None
+    """Directory (or URI) shipped to every node and used as each actor's working directory (Ray's ``working_dir``);
+    under ``ray job submit --working-dir`` the job's own is used and this must stay null."""
+    py_modules: list[str] = Field(default_factory=list)
+    """Local packages (or URIs) shipped to every node and importable in every actor (Ray's ``py_modules``)."""
+
+
 class RayConfig(_Config):
     address: str | None = None
     """Cluster address; None starts a local Ray (or joins RAY_ADDRESS when set, as under ``ray job submit``)."""
     num_cpus: int | None = Field(default=None, ge=1)
     """Logical CPUs of a local Ray instance."""
+    runtime_env: RuntimeEnvConfig = Field(default_factory=RuntimeEnvConfig)
+    """Added to the Ray job's own runtime env (``ray job submit --runtime-env-json``), which every actor of the run
+    gets too, engine replicas included."""
 
 
 class CacheConfig(_Config):

@@ -63,10 +63,12 @@ def test_kill_replica_mid_run_in_flight_requests_fail_over(local_ray: None, tmp_
     try:
         wait_until(lambda: any((tmp_path / "hit").glob(f"*/{CHECKPOINT}")), 300, "the run's checkpoint")
         ckpt = next((tmp_path / "hit").glob(f"*/{CHECKPOINT}"))
-        wait_until(lambda: len(ckpt.read_text().splitlines()) >= 2, 300, "first records")
+        # the first record, polled finely: the freeze must land while the run still has most of its 16 to do
+        wait_until(lambda: len(ckpt.read_text().splitlines()) >= 1, 300, "the first record", interval=0.05)
         # Freeze the victim's engine: what is dispatched to it from now on cannot complete. It keeps receiving
         # requests until the pool's health check sees it unresponsive; then it holds the in-flight set, and dies.
         os.kill(pid, signal.SIGSTOP)
+        assert len(ckpt.read_text().splitlines()) < 16, "the run finished before the freeze: nothing was in flight"
 
         def victim_out_of_rotation() -> bool:
             states = {r.replica_id: r.state for r in ray.get(controller.replicas.remote("smol"))}
@@ -95,6 +97,11 @@ def test_kill_replica_mid_run_in_flight_requests_fail_over(local_ray: None, tmp_
     assert {k: (r.meta["attempts"], r.output.replica) for k, r in retried.items()} == {  # type: ignore[union-attr]
         k: (2, survivor) for k in retried
     }
+    # The run says what happened to which replica, and keeps the dead engine's log (copied from its node).
+    events = [json.loads(x) for x in (run.run_dir / "replica-events.jsonl").read_text().splitlines()]  # type: ignore[attr-defined]
+    assert any(e["replica_id"] == victim and e["kind"] == "unhealthy" for e in events), events
+    kept = run.run_dir / "engine-logs" / f"{victim}.log"  # type: ignore[attr-defined]
+    assert kept.stat().st_size > 0 and b"llama" in kept.read_bytes().lower()
     # Greedy decoding on the same weights: fail-over changes where a sample ran, not what it produced.
     assert {k: r.prediction for k, r in recs.items()} == {k: r.prediction for k, r in base.items()}
     assert {k: r.metrics for k, r in recs.items()} == {k: r.metrics for k, r in base.items()}

@@ -68,6 +68,7 @@ def test_requests_bypass_serve_and_the_limit_is_shared_and_climbs(controller: An
     # both clients' reports reached the one shared limiter, which decided many times within its bounds (how it
     # climbs and backs off is tests/schedulers/test_sched_gradient.py)
     assert lim["updates"] >= 5 and 1 <= lim["limit"] <= 64 and lim["baseline_s_per_token"] > 0
+    assert lim["peak_limit"] > cfg.initial_inflight_per_replica, lim  # it climbed from its start
     (after,) = ray.get(controller.check_now.remote())
     assert after.in_flight == 0  # both clients reported their last requests done
 
@@ -75,18 +76,27 @@ def test_requests_bypass_serve_and_the_limit_is_shared_and_climbs(controller: An
 def test_killed_server_fails_over_to_the_restarted_endpoint(controller: Any) -> None:
     (info,) = ray.get(controller.replicas.remote("instant"))
     pid = serve.get_app_handle(info.replica_id).pid.remote().result()
-    os.kill(pid, signal.SIGKILL)
     cfg = PoolConfig(request_timeout_s=60, max_retries=3)
 
-    async def go() -> list[str]:
+    async def go() -> tuple[list[str], list[int]]:
         d = Dispatcher("instant", controller, cfg, client_id="failover")
-        out = []
+        await d.refresh()  # the client knows the live endpoint; then its server dies under it
+        os.kill(pid, signal.SIGKILL)
+        out, tries = [], []
         for i in range(20):  # the first request meets the dead port; retries wait for the restarted replica
             res, attempts, _ = await d.submit(*_request(i))
             out.append(res.text)
+            tries.append(attempts)
         await d.close()
-        return out
+        return out, tries
 
-    assert asyncio.run(go()) == [INSTANT_TEXT] * 20
+    texts, tries = asyncio.run(go())
+    assert texts == [INSTANT_TEXT] * 20
+    # the first request was sent to the dead port and answered by a retry; once failed over, one attempt each
+    assert tries[0] >= 2 and tries[-1] == 1, tries
     wait_until(lambda: ray.get(controller.replicas.remote("instant"))[0].endpoint != info.endpoint, 120,
                "the restarted replica's endpoint")  # fmt: skip
+    # the failure is on record for drivers to log: which replica, where, and the engine's log kept on its node
+    (ev, *_) = [e for e in ray.get(controller.events.remote(0, ["instant"])) if e.replica_id == info.replica_id]
+    assert ev.kind == "unhealthy" and ev.engine == "instant" and ev.node_id == info.node_id and ev.detail, ev
+    assert ev.log is not None and ev.log.split(":", 1)[1].endswith(".log"), ev
