@@ -35,6 +35,7 @@ from omnieval._artifacts import (
     write_manifest,
 )
 from omnieval._modalities import check_modalities
+from omnieval._output import resolve_output_dir
 from omnieval._progress import RunProgress
 from omnieval._provenance import cluster_hostnames, git_commit, package_versions
 from omnieval._scoring import group
@@ -195,6 +196,8 @@ def plan_run(
         if old.status == "completed":
             raise ValueError(f"{run_dir} is already completed; nothing to resume (use `omnieval rerun` to reproduce)")
         suite = SuiteConfig.model_validate(old.config)
+    if resume_dir is None:
+        resolve_output_dir(output_dir, suite.output.dir)  # refused before the samples are even read
     preflight(suite)
     specs = builtin_specs(suite)
     totals: dict[tuple[str, str], int] = {}
@@ -207,7 +210,7 @@ def plan_run(
         run_id, created, config_path = old.run_id, old.created, old.config_path
     else:
         run_id = new_run_id(suite)
-        run_dir = Path(output_dir or suite.output.dir) / run_id
+        run_dir = resolve_output_dir(output_dir, suite.output.dir) / run_id
         run_dir.mkdir(parents=True, exist_ok=False)
         created = datetime.now(timezone.utc).isoformat()
     manifest = RunManifest(
@@ -268,8 +271,10 @@ def run_suite(
     manifest.hostnames = cluster_hostnames() or [socket.gethostname()]
     controller = get_controller(suite.pool.health_check_period_s)
     from omnieval._lifecycle import Heartbeat
+    from omnieval._replica_events import ReplicaEvents
 
-    heartbeat = Heartbeat(controller, manifest.run_id, suite.pool.lease_grace_s).start()
+    events = ReplicaEvents(controller, [m.name for m in suite.models])
+    heartbeat = Heartbeat(controller, manifest.run_id, suite.pool.lease_grace_s, on_tick=events.poll).start()
     timings: dict[str, float] = {}
     stream = _start_verifier_stream(suite)
     cancelled = False
@@ -303,6 +308,8 @@ def run_suite(
         raise
     finally:
         heartbeat.stop(keep=keep_pool)
+        if not cancelled:  # a stopped Ray job has 3 s before its SIGKILL: the release comes first
+            events.keep(run_dir)
         if not keep_pool:
             try:
                 # cancelled: only start the deletions (a stopped Ray job is SIGKILLed 3 s after its SIGTERM)
@@ -332,6 +339,7 @@ def _execute(
 ) -> tuple[list[Any], _Tally]:
     """Pool up, then every Record not yet in the checkpoint streams through the client actors into it (and into
     the streaming verifier, when on)."""
+    from cluster import replica_runtime_env
     from pool import ChunkResult, EvalClient, decode_records
 
     suite, run_dir, specs = plan.suite, plan.run_dir, plan.specs
@@ -347,7 +355,7 @@ def _execute(
     fw_refs = _start_frameworks(suite, run_dir, controller, pool_cfg, cache_path)
     for m in suite.models:
         if m.name in needed:
-            ray.get(controller.ensure_model.remote(m, plan.manifest.run_id))
+            ray.get(controller.ensure_model.remote(m, plan.manifest.run_id, replica_runtime_env()))
     timings["pool_up_s"] = time.monotonic() - t0
     # size the in-flight window for the largest the pool may grow to (elastic scale-out adds replicas), each
     # replica at its concurrency ceiling: the adaptive limits, not this window, decide what is sent

@@ -1,4 +1,4 @@
-"""``omnieval`` command line: run, rerun, schema, list, setup, dashboard, serve, bench, compare.
+"""``omnieval`` command line: run, plan, pool, rerun, schema, list, setup, dashboard, serve, bench, compare.
 
 This module only wires the parser; each command lives in ``omnieval/cli/_<command>.py`` (or, for commands that parse
 their own arguments, in its package's ``cli_main``).
@@ -34,6 +34,14 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="what a run would do (samples, replicas per node, engines), nothing deployed")
     pl.add_argument("suite", help="suite YAML")
 
+    po = sub.add_parser("pool", help="list a cluster's pool replicas and who holds them, or release them")
+    po.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else the local head)")
+    pos = po.add_subparsers(dest="pool_cmd", required=True)
+    pos.add_parser("list", help="replicas, their state and node, and the runs holding them")
+    prel = pos.add_parser("release", help="release runs' hold on the pool; models nobody holds are removed")
+    prel.add_argument("runs", nargs="*", help="run ids (from `omnieval pool list`)")
+    prel.add_argument("--all", action="store_true", help="every run, kept or leased")
+
     rr = sub.add_parser("rerun", help="re-run an artifact's exact config and report any difference")
     rr.add_argument("artifact")
     rr.add_argument("--output-dir", help="where the new run goes (default: next to the artifact)")
@@ -57,6 +65,7 @@ _COMMANDS = {
     "run": "omnieval.cli._run:cmd_run",
     "rerun": "omnieval.cli._rerun:cmd_rerun",
     "plan": "omnieval.cli._plan:cmd_plan",
+    "pool": "omnieval.cli._pool:cmd_pool",
     "schema": "omnieval.cli._schema:cmd_schema",
     "list": "omnieval.cli._list:cmd_list",
     "setup": "omnieval.cli._setup:cmd_setup",

@@ -62,10 +62,12 @@ def placement(suite: SuiteConfig, nodes: list[Any]) -> list[tuple[str, int, str]
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from omnieval._output import resolve_output_dir
     from omnieval._runner import builtin_specs, iter_records, preflight
     from omnieval._suite import load_suite
 
     suite = load_suite(args.suite)
+    out = resolve_output_dir(None, suite.output.dir)  # a relative dir inside a Ray job's working_dir copy: exit 2
     preflight(suite)  # model files, endpoints, framework tasks: OmnievalUserError → exit 2
     specs = builtin_specs(suite)
     counts: dict[tuple[str, str], int] = {}
@@ -96,5 +98,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     console.print(p)
     total = sum(counts.values())
     print(f"{total} built-in samples, {sum(1 for b in suite.benchmarks if b.framework != 'builtin')} framework "
-          f"task(s), {sum(m.replicas for m in suite.models)} replica(s); nothing was deployed")  # fmt: skip
+          f"task(s), {sum(m.replicas for m in suite.models)} replica(s); artifact under {out.resolve()}; "
+          "nothing was deployed")  # fmt: skip
     return 0

@@ -1,73 +1,172 @@
-"""``ray start --head`` + ``ray job submit -- omnieval run ...``: the product's cluster entry point."""
+"""The product's cluster entry point, as Ray users run it: a head plus a node with (fake) GPUs, ``ray job submit``
+with a working_dir, progress in ``ray job logs``, ``ray job stop``, a driver SIGKILLed, ``--resume`` as a job, and a
+pool kept with ``--keep-pool`` listed and released from the CLI.
+
+One test walks the whole life of one run (each step reuses the last one's artifact) so CI starts the cluster and the
+engine as few times as it can."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
-from testlib.ray_head import private_ray_head
-from testlib.runs import ROOT, artifact_from
+import ray
+from ray.cluster_utils import Cluster
+from testlib.engine import require_engine
+from testlib.ray_head import wait_until
+from testlib.runs import ROOT
 
 from omnieval import read_manifest
+from omnieval._artifacts import CHECKPOINT
+from serving import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
+BINDIR = os.path.dirname(sys.executable)
+N = 6  # samples per benchmark: 12 requests one at a time, so the stop and the kill land mid-run
 
 
-def test_ray_job_submit_runs_the_suite(tmp_path: Path) -> None:
-    suite = tmp_path / "suite.yaml"
-    text = (ROOT / "examples/quickstart.yaml").read_text().replace("limit: 20", "limit: 4")
-    suite.write_text(text)
-    out = tmp_path / "runs"
-    bindir = os.path.dirname(sys.executable)
-    with private_ray_head(num_cpus=2) as head:
-        env = {**os.environ, **head.env, "RAY_ADDRESS": head.dashboard, "PATH": bindir + os.pathsep + os.environ["PATH"]}
-        cmd = [os.path.join(bindir, "ray"), "job", "submit", "--address", head.dashboard, "--",
-               sys.executable, "-m", "omnieval", "run", str(suite), "--output-dir", str(out)]  # fmt: skip
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "succeeded" in proc.stdout.lower()
-    # a job's log has no terminal: progress comes as plain lines, with the rate and an ETA
-    assert "progress: smollm2-135m · mmlu_tiny 4/4 (100%)" in proc.stdout and "ETA" in proc.stdout, proc.stdout[-3000:]
-    run_dir = artifact_from(proc.stdout)
-    m = read_manifest(run_dir)
-    assert m.status == "completed"
-    assert sum(s.num_samples for s in m.scores) == 8 and all(s.num_errors == 0 for s in m.scores)
+@pytest.fixture
+def two_nodes() -> Iterator[dict[str, Any]]:
+    """A head (2 CPUs, no GPU) with a dashboard for the job API, and a worker node declaring one GPU."""
+    require_engine()
+    dash = free_port()
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 2, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": dash,
+    })  # fmt: skip
+    gpu_node = cluster.add_node(num_cpus=1, num_gpus=1)
+    try:
+
+        def job_api_up() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{dash}/api/version", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(job_api_up, 180, "the dashboard's job API")
+        ray.init(address=cluster.address, namespace="omnieval", log_to_driver=False, logging_level="WARNING")
+        yield {"cluster": cluster, "gpu_node": gpu_node.node_id, "dashboard": f"http://127.0.0.1:{dash}"}
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
 
 
-def test_ray_job_stop_cancels_the_run_and_releases_its_replicas(tmp_path: Path) -> None:
-    """``ray job stop`` sends SIGTERM and SIGKILLs 3 s later: within that time the run says it was cancelled (in the
-    job's log and its manifest) and its replicas are released; the checkpoint keeps what was answered."""
-    from testlib.ray_head import wait_until
+def _ray(dashboard: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": BINDIR + os.pathsep + os.environ["PATH"], "RAY_ADDRESS": dashboard}
+    return subprocess.run([os.path.join(BINDIR, "ray"), *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
 
-    suite = tmp_path / "suite.yaml"
-    suite.write_text((ROOT / "examples/quickstart.yaml").read_text())
-    out = tmp_path / "runs"
-    bindir = os.path.dirname(sys.executable)
-    ray = os.path.join(bindir, "ray")
-    with private_ray_head(num_cpus=2) as head:
-        env = {**os.environ, **head.env, "RAY_ADDRESS": head.dashboard, "PATH": bindir + os.pathsep + os.environ["PATH"]}
 
-        def job(*args: str) -> str:
-            p = subprocess.run([ray, "job", args[0], "--address", head.dashboard, *args[1:]], cwd=ROOT, env=env,
-                               capture_output=True, text=True, timeout=120)  # fmt: skip
-            return p.stdout + p.stderr
+def _submit(dashboard: str, workdir: Path, *omnieval_args: str, wait: bool = False) -> tuple[str, str]:
+    p = _ray(dashboard, "job", "submit", "--address", dashboard, "--working-dir", str(workdir),
+             *([] if wait else ["--no-wait"]), "--", sys.executable, "-m", "omnieval", *omnieval_args,
+             timeout=900)  # fmt: skip
+    out = p.stdout + p.stderr
+    job_id = next(w for w in out.replace("'", " ").split() if w.startswith("raysubmit_"))
+    return job_id, out
 
-        sub = job("submit", "--no-wait", "--", sys.executable, "-m", "omnieval", "run", str(suite), "--output-dir", str(out))
-        job_id = next(w for w in sub.replace("'", " ").split() if w.startswith("raysubmit_"))
-        wait_until(lambda: "progress: smollm2-135m" in job("logs", job_id), 600, "the run's first progress line")
-        job("stop", job_id)
-        wait_until(lambda: "was stopped" in job("status", job_id), 60, "the job to stop")
-        wait_until(lambda: "run stopped by SIGTERM" in job("logs", job_id), 30, "the cancel line in the job log")
 
-        def replicas_alive() -> str:
-            return subprocess.run([ray, "list", "actors", "--filter", "state=ALIVE"], env=env, capture_output=True,
-                                  text=True, timeout=120).stdout  # fmt: skip
+def _driver_pids(needle: str) -> list[int]:
+    """The job's ``python -m omnieval run ...`` process (Ray's supervisor starts it through a shell)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"omnieval" in argv and b"run" in argv and any(needle.encode() in a for a in argv) \
+                    and os.path.basename(argv[0].decode(errors="replace")).startswith("python"):  # fmt: skip
+                pids.append(int(proc.name))
+    return pids
 
-        wait_until(lambda: "EngineReplica" not in replicas_alive(), 60, "the run's replicas to be released")
+
+def _controller() -> Any:
+    return ray.get_actor("omnieval-pool", namespace="omnieval")
+
+
+def _pool_cli(dashboard: str, gcs: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RAY_ADDRESS": gcs}
+    return subprocess.run([sys.executable, "-m", "omnieval", "pool", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def test_ray_job_on_a_gpu_node_stop_kill_resume_and_kept_pool(two_nodes: dict[str, Any], tmp_path: Path) -> None:
+    dashboard, gpu_node, cluster = two_nodes["dashboard"], two_nodes["gpu_node"], two_nodes["cluster"]
+    text = (ROOT / "examples/quickstart.yaml").read_text()
+    for old, new in [("limit: 20", f"limit: {N}"), ("parallel: 4", "parallel: 1"), ("max_tokens: 64", "max_tokens: 128"),
+                     ("resources: {num_cpus: 1}", "resources: {num_cpus: 1, num_gpus: 1}"),
+                     ("pool: {clients: 2, max_inflight_per_replica: 4, chunk_size: 4}",
+                      "pool: {clients: 1, max_inflight_per_replica: 1, chunk_size: 1, lease_grace_s: 10}")]:  # fmt: skip
+        assert old in text, old
+        text = text.replace(old, new)
+    workdir = tmp_path / "job"  # shipped as the job's working_dir: the driver runs in Ray's temporary copy of it
+    workdir.mkdir()
+    (workdir / "suite.yaml").write_text(text)
+    out = tmp_path / "runs"  # absolute: a relative output.dir inside a working_dir copy is refused (test_output_dir)
+
+    def logs(job_id: str) -> str:
+        return _ray(dashboard, "job", "logs", "--address", dashboard, job_id).stdout
+
+    def status(job_id: str) -> str:
+        p = _ray(dashboard, "job", "status", "--address", dashboard, job_id)
+        return p.stdout + p.stderr
+
+    # 1. submitted as a job: the replica lands on the GPU node, progress reaches `ray job logs`
+    job, _ = _submit(dashboard, workdir, "run", "suite.yaml", "--output-dir", str(out))
+    wait_until(lambda: "progress: smollm2-135m" in logs(job), 600, "the run's first progress line")
+    (rep,) = ray.get(_controller().replicas.remote("smollm2-135m"))
+    assert rep.node_id == gpu_node, "the num_gpus: 1 replica must run on the node that has the GPU"
+    from ray import serve
+
+    engine_pid = serve.get_app_handle(rep.replica_id).pid.remote().result()
+    assert engine_pid is not None and Path(f"/proc/{engine_pid}").exists()
+
+    # 2. `ray job stop` mid-run: cancelled in the log and manifest, the replica and its engine gone within 60 s
+    _ray(dashboard, "job", "stop", "--address", dashboard, job)
+    wait_until(lambda: any(w in status(job) for w in ("was stopped", "succeeded", "failed")), 60, "the job to end")
+    assert "was stopped" in status(job), f"the job ended before the stop reached it: {status(job)}"
+    wait_until(lambda: "run stopped by SIGTERM" in logs(job), 30, "the cancel line in the job log")
+    wait_until(lambda: not ray.get(_controller().replicas.remote()), 60, "the run's replicas to be released")
+    wait_until(lambda: not Path(f"/proc/{engine_pid}").exists(), 60, "the engine process to exit")
     (run_dir,) = list(out.iterdir())
     m = read_manifest(run_dir)
     assert m.status == "cancelled" and "SIGTERM" in (m.error or "")
-    assert (run_dir / "records.partial.jsonl").exists()
+    stopped_at = len((run_dir / CHECKPOINT).read_text().splitlines())
+    assert stopped_at < 2 * N
+
+    # 3. the resumed run as a job, its driver SIGKILLed: no release, no cancel; the controller releases its replica
+    # once its heartbeats have been silent for lease_grace_s (10 s)
+    job2, _ = _submit(dashboard, workdir, "run", "--resume", str(run_dir))
+    wait_until(lambda: ray.get(_controller().replicas.remote()), 300, "the resumed run's replica")
+    wait_until(lambda: _driver_pids(str(run_dir)), 60, "the resumed run's driver process")
+    for pid in _driver_pids(str(run_dir)):
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not ray.get(_controller().replicas.remote()), 10 + 60, "the dead driver's replica to go")
+    assert read_manifest(run_dir).status in ("running", "cancelled")  # never "completed" by a dead driver
+
+    # 4. resumed again, to the end, keeping the pool: every sample exactly once; the job SUCCEEDED
+    job3, sub = _submit(dashboard, workdir, "run", "--resume", str(run_dir), "--keep-pool", wait=True)
+    assert "succeeded" in sub.lower(), sub[-3000:]
+    assert "ETA" in sub  # plain progress lines with a rate and an ETA: a job's log has no terminal
+    keys = [tuple(json.loads(x)[k] for k in ("model", "benchmark", "index"))
+            for x in (run_dir / CHECKPOINT).read_text().splitlines() if x.strip()]  # fmt: skip
+    assert len(keys) == len(set(keys)) == 2 * N, "a sample was inferred twice or lost"
+    m = read_manifest(run_dir)
+    assert m.status == "completed" and sum(s.num_samples for s in m.scores) == 2 * N
+
+    # 5. the kept pool: listed with who holds it, released from the CLI
+    listing = _pool_cli(dashboard, cluster.address, "list")
+    assert listing.returncode == 0, listing.stderr[-2000:]
+    assert "smollm2-135m" in listing.stdout and "kept: --keep-pool" in listing.stdout, listing.stdout
+    released = _pool_cli(dashboard, cluster.address, "release", "--all")
+    assert released.returncode == 0 and "1 replica(s) removed" in released.stdout, released.stdout + released.stderr
+    assert ray.get(_controller().replicas.remote()) == []
+    assert "0 replica(s)" in _pool_cli(dashboard, cluster.address, "list").stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -41,10 +42,29 @@ def _wait_for_records(out: Path, n: int) -> Path:
     return run_dir
 
 
+def _freeze_engines(sid: int) -> list[int]:
+    """SIGSTOP the run's llama-server processes: no record completes after this, so what the test stops next is a
+    run in the middle of its work however fast the machine is (no race between a poll and the run's end)."""
+    out = subprocess.run(["ps", "-eo", "pid=,sid=,args="], capture_output=True, text=True).stdout
+    pids = [int(f[0]) for f in (ln.split(None, 2) for ln in out.splitlines())
+            if len(f) == 3 and f[1] == str(sid) and "llama-server" in f[2]]  # fmt: skip
+    assert pids, "the run's engine should be up"
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    return pids
+
+
+def _thaw(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
 def test_resume_after_driver_kill(quickstart_run: Path, tmp_path: Path) -> None:
     proc = _start_quickstart(tmp_path)
     try:
         run_dir = _wait_for_records(tmp_path / "runs", 8)
+        _freeze_engines(proc.pid)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its local Ray die like a crashed job
         proc.wait(timeout=60)
@@ -81,8 +101,9 @@ def test_sigterm_cancels_releases_and_resume_finishes(tmp_path: Path) -> None:
     proc = _start_quickstart(tmp_path)
     try:
         run_dir = _wait_for_records(tmp_path / "runs", 8)
-        assert _session_processes(proc.pid, "llama-server"), "the run's engine should be up"
+        frozen = _freeze_engines(proc.pid)
         proc.send_signal(signal.SIGTERM)  # the driver only, as `ray job stop` does
+        _thaw(frozen)  # what the engines held may still land (checkpointed, not lost); nothing new is dispatched
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
