@@ -450,10 +450,10 @@ class PoolController:
         return max(self._engine_inflight.get(rid, 0), clients)
 
     def limits(self) -> dict[str, dict[str, float | None]]:
-        """Per replica: its concurrency limit now and the highest it reached, how many decisions fed it, its
-        no-queue latency baseline."""
+        """Per replica: its concurrency limit now, where it started and the highest it reached, how many decisions
+        fed it, its no-queue latency baseline."""
         with self._lock:
-            return {rid: {"limit": lim.limit, "peak_limit": lim.peak_limit, "updates": lim.updates,
+            return {rid: {"limit": lim.limit, "initial": lim.initial, "peak_limit": lim.peak_limit, "updates": lim.updates,
                           "baseline_s_per_token": lim.baseline}
                     for rid, lim in self._limiters.items() if rid in self._replicas}  # fmt: skip
 

@@ -60,6 +60,8 @@ class GradientLimiter:
         self._prev: tuple[int, float] | None = None  # (limit, throughput) of the last decided window
         self._holding = 0
         self.updates = 0
+        self.initial = self.limit
+        """Where the limit started."""
         self.peak_limit = self.limit
         """The highest limit set so far (how far the climb went, whatever the limit is now)."""
 
