@@ -470,7 +470,7 @@ def _finalize(
             cfg = _cfg(suite, bench)
             rows[(model, bench)] = score_judged(
                 recs, specs[bench], model=model, engine=engines[model], judge_model=cfg.judge, controller=controller,
-                pool_cfg=suite.pool, max_tokens=cfg.judge_max_tokens,
+                pool_cfg=suite.pool, max_tokens=cfg.judge_max_tokens, constrained=cfg.judge_constrained,
             )  # fmt: skip
         order = {b.key: i for i, b in enumerate(suite.benchmarks)}
         models = {m.name: i for i, m in enumerate(suite.models)}

@@ -112,7 +112,7 @@ def group(records: list[Record]) -> dict[tuple[str, str], list[Record]]:
 
 def score_judged(
     records: list[Record], spec: BenchmarkSpec, *, model: str, engine: str, judge_model: str | None,
-    controller: object, pool_cfg: object, max_tokens: int = 256,
+    controller: object, pool_cfg: object, max_tokens: int = 256, constrained: bool = False,
 ) -> list[ScoreRow]:  # fmt: skip
     """Rubric benchmarks: a pool model judges each answer; every aggregate the benchmark defines becomes a row."""
     from omnieval.core import import_target
@@ -122,7 +122,7 @@ def score_judged(
     judge = make_pool_judge(judge_model, controller, pool_cfg, max_tokens=max_tokens)  # type: ignore[arg-type]
     score_records = import_target(f"{spec.judge_module}:score_records")
     aggregate = import_target(f"{spec.judge_module}:aggregate")
-    scored = score_records(records, judge)
+    scored = score_records(records, judge, constrained=True) if constrained else score_records(records, judge)
     for i, r in enumerate(scored):  # the judge module returns copies: write results back in place
         records[i].metrics, records[i].meta, records[i].error = r.metrics, r.meta, r.error
     n_err = sum(1 for r in records if r.error is not None)

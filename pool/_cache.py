@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 def cache_key(*, model_id: dict[str, Any], messages: list[dict[str, Any]], options: dict[str, Any],
               prompt: str | None = None) -> str:  # fmt: skip
+    if "grammar" in options and options["grammar"] is None:  # unconstrained: the key it had before the field existed
+        options = {k: v for k, v in options.items() if k != "grammar"}
     parts: dict[str, Any] = {"model": model_id, "messages": messages, "options": options}
     if prompt is not None:  # a raw-prompt completion; chat keys stay as they were
         parts["prompt"] = prompt

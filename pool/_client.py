@@ -69,7 +69,8 @@ class EvalClient:
             rec.error = RecordError(kind="bad_input", message=clip(str(e)), attempts=0)
             return rec
         req = GenerationRequest(
-            request_id=f"{rec.model}/{rec.benchmark}/{rec.index}", messages=messages, options=rec.generation_options
+            request_id=f"{rec.model}/{rec.benchmark}/{rec.index}", messages=messages, options=rec.generation_options,
+            grammar=rec.generation_options.grammar,
         )
         routing = RoutingRequest(
             model=rec.model, prompt_text=prompt_text(messages), est_tokens=rec.generation_options.max_tokens

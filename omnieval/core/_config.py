@@ -331,6 +331,9 @@ class BenchmarkConfig(_Config):
     """Suite model that judges a rubric benchmark (the judge is just another pool member)."""
     judge_max_tokens: int = Field(default=256, ge=1)
     """Token budget of each judge reply (rubric verdicts are short)."""
+    judge_constrained: bool = False
+    """Hold each judge reply to the verdict's grammar (llama.cpp, vLLM judges): it always parses, so a small judge's
+    verdicts are scores instead of parse failures; the judge gives up writing its reasoning first."""
     define: BenchmarkDefinition | None = None
     """Define the benchmark here instead of naming a registered one: the definition inline, or the path of a YAML
     file holding it (relative to the suite file)."""

@@ -78,6 +78,9 @@ class GenerationOptions(_Strict):
     """Stop strings."""
     seed: int | None = 0
     """Sampling seed passed to engines that take one."""
+    grammar: str | None = None
+    """GBNF grammar the reply must match (llama-server's ``grammar``, vLLM's ``structured_outputs``; a plain OpenAI
+    endpoint has none), for replies a program parses, such as a judge's verdict. None: free text."""
 
 
 class TextOutput(_Strict):

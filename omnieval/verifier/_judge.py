@@ -50,18 +50,21 @@ class PoolJudge:
             self._client = EvalClient.remote(self.controller, cfg, 0, 900)  # type: ignore[attr-defined]
         return self._client
 
-    def __call__(self, prompts: list[str]) -> list[str]:
+    def __call__(self, prompts: list[str], grammars: list[str] | None = None) -> list[str]:
         import ray
 
         if not prompts:
             return []
+        if grammars is not None and len(grammars) != len(prompts):
+            raise ValueError(f"{len(grammars)} grammars for {len(prompts)} judge prompts")
         self._calls += 1
         records = []
         for i, p in enumerate(prompts):
             n = self._seen[p]
             self._seen[p] += 1
             opts = GenerationOptions(
-                temperature=0.0 if n == 0 else self.retry_temperature, max_tokens=self.max_tokens, seed=n
+                temperature=0.0 if n == 0 else self.retry_temperature, max_tokens=self.max_tokens, seed=n,
+                grammar=grammars[i] if grammars is not None else None,
             )
             records.append(
                 Record(benchmark=f"judge-{self._calls}", index=i, model=self.model,

@@ -14,17 +14,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 def test_seed_benchmarks_run_and_every_turn_is_scored_or_errored(tmp_path: Path) -> None:
     proc = run_cli("run", "examples/seed_benchmarks.yaml", "--output-dir", str(tmp_path), "--no-progress", timeout=1700)
-    # SmolLM2-135M as the judge may fail every verdict of a benchmark: that benchmark then has no score, and the run
-    # says so (exit 1, an error line naming it) instead of succeeding with a table of n/a
-    assert proc.returncode in (0, 1), proc.stderr[-4000:]
+    # the example holds the judge's replies to each verdict's grammar (judge_constrained): even SmolLM2-135M's
+    # verdicts parse, so every benchmark is scored by real judge verdicts (unconstrained, nearly all are prose)
+    assert proc.returncode == 0, proc.stderr[-4000:]
     run = artifact_from(proc.stdout)
     records = read_records(run)
-    failed = {b for b in {"egomem_original", "egomem_with_noise", "omniassist"}
-              if all(r.error is not None for r in records if r.benchmark == b)}  # fmt: skip
-    assert (proc.returncode == 1) == bool(failed), proc.stderr[-3000:]
-    for b in failed:
-        assert f"error: {b} on smollm2-135m: every one of its" in proc.stderr
-    assert {r.benchmark for r in records} == {"egomem_original", "egomem_with_noise", "omniassist"}
+    benches = {"egomem_original", "egomem_with_noise", "omniassist"}
+    assert {r.benchmark for r in records} == benches
+    for b in benches:
+        judged = [r for r in records if r.benchmark == b and r.error is None]
+        assert judged and all(r.meta["judge"]["raw"] for r in judged), f"{b}: no record has a real judge verdict"
     for r in records:
         assert r.prediction is not None, r.error
         # the labelled text-only condition: no media, and no user turn reaches the model empty
@@ -46,5 +45,6 @@ def test_seed_benchmarks_run_and_every_turn_is_scored_or_errored(tmp_path: Path)
         assert assistant and all(a == next(x.prediction for x in oa if x.index == i)
                                  for a, i in zip(assistant, r.meta["history_indices"], strict=True))  # fmt: skip
     m = read_manifest(run)
-    metrics = {(s.benchmark, s.metric) for s in m.scores}
-    assert ("omniassist", "overall") in metrics and ("egomem_original", "fact_score") in metrics
+    values = {(s.benchmark, s.metric): s.value for s in m.scores}
+    assert isinstance(values[("omniassist", "overall")], float)
+    assert isinstance(values[("egomem_original", "answer_score")], float)

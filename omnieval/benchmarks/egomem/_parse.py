@@ -23,8 +23,9 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-JudgeFn = Callable[[list[str]], list[str]]
-"""A batch of judge prompts -> the batch of raw judge outputs, same order."""
+JudgeFn = Callable[..., list[str]]
+"""A batch of judge prompts -> the batch of raw judge outputs, same order. Called as ``judge(prompts)``, or as
+``judge(prompts, grammars=[...])`` (one GBNF grammar per prompt) when the benchmark's judge is constrained."""
 
 
 class JudgeParseError(ValueError):
@@ -171,9 +172,11 @@ class JudgeOutcome(Generic[T]):
 
 
 def judge_with_retries(
-    prompts: Sequence[str], judge: JudgeFn, parse: Callable[[int, str], T], *, max_retries: int = 2
+    prompts: Sequence[str], judge: JudgeFn, parse: Callable[[int, str], T], *, max_retries: int = 2,
+    grammars: Sequence[str] | None = None,
 ) -> list[JudgeOutcome[T]]:
-    """Run ``judge`` in batches, re-sending only the prompts whose output ``parse(i, raw)`` rejected."""
+    """Run ``judge`` in batches, re-sending only the prompts whose output ``parse(i, raw)`` rejected; with
+    ``grammars`` (one per prompt) each reply is constrained to its grammar."""
     outcomes: list[JudgeOutcome[T]] = [JudgeOutcome(None, None, 0, "not judged") for _ in prompts]
     pending = list(range(len(prompts)))
     for _ in range(max_retries + 1):
@@ -182,7 +185,8 @@ def judge_with_retries(
         for i in pending:
             outcomes[i].attempts += 1
         try:
-            raws = list(judge([prompts[i] for i in pending]))
+            batch = [prompts[i] for i in pending]
+            raws = list(judge(batch) if grammars is None else judge(batch, grammars=[grammars[i] for i in pending]))
             if len(raws) != len(pending):
                 raise RuntimeError(f"judge returned {len(raws)} outputs for {len(pending)} prompts")
         except Exception as e:  # a judge failure is one failed attempt, never a crash of the scoring pass

@@ -13,6 +13,7 @@ its turns ``RecordError(kind="judge")`` and no metrics.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from omnieval.benchmarks.egomem._parse import JudgeFn, judge_with_retries, parse_session_scores
@@ -26,8 +27,22 @@ def answer_text(record: Record) -> str | None:
     return post if post is not None else record.prediction
 
 
-def score_records(records: list[Record], judge: JudgeFn, *, max_retries: int = 2) -> list[Record]:
-    """Copies of ``records`` with judge metrics (or a judge error) filled in, same order."""
+def session_grammar(turn_keys: Sequence[str]) -> str:
+    """GBNF for the card's verdict with exactly these turns: ``{"1": [fact, answer], ...}``, fact in {-1, 0, 1},
+    answer an integer 0-10. A constrained judge always answers in a shape ``parse_session_scores`` accepts, so even a
+    small model's verdicts are its own rather than parse failures (its reasoning before the JSON is given up)."""
+    pairs = ' ", " '.join(f'"\\"{int(k)}\\": " pair' for k in turn_keys)
+    return (f'root ::= "{{" {pairs} "}}"\n'
+            'pair ::= "[" fact ", " answer "]"\n'
+            'fact ::= "-1" | "0" | "1"\n'
+            'answer ::= "10" | [0-9]\n')  # fmt: skip
+
+
+def score_records(
+    records: list[Record], judge: JudgeFn, *, max_retries: int = 2, constrained: bool = False
+) -> list[Record]:
+    """Copies of ``records`` with judge metrics (or a judge error) filled in, same order; ``constrained``: each
+    session's reply is held to :func:`session_grammar`."""
     groups: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     for i, r in enumerate(records):
         if r.error is None and answer_text(r) is not None:
@@ -51,7 +66,8 @@ def score_records(records: list[Record], judge: JudgeFn, *, max_retries: int = 2
         prompts.append(build_scoring_prompt(str(first.meta["person"]), str(first.meta["person_summary"]), turns))
         turn_keys.append([t[0] for t in turns])
     outcomes = judge_with_retries(
-        prompts, judge, lambda g, raw: parse_session_scores(raw, turn_keys[g]), max_retries=max_retries
+        prompts, judge, lambda g, raw: parse_session_scores(raw, turn_keys[g]), max_retries=max_retries,
+        grammars=[session_grammar(k) for k in turn_keys] if constrained else None,
     )
     out = list(records)
     for key, outcome in zip(keys, outcomes, strict=True):

@@ -44,8 +44,15 @@ def _scored(r: Record, rubric: int, info: dict) -> Record:
     return r.model_copy(update={"metrics": metrics, "meta": {**r.meta, "judge": info}})
 
 
-def score_records(records: list[Record], judge: JudgeFn, *, max_retries: int = 2) -> list[Record]:
-    """Copies of ``records`` with rubric metrics (or a judge error) filled in, same order."""
+RUBRIC_GRAMMAR = 'root ::= "{\\"score\\": " [0-5] "}"\n'
+"""GBNF for a constrained judge's verdict: ``{"score": N}``, N a rubric level 0-5."""
+
+
+def score_records(
+    records: list[Record], judge: JudgeFn, *, max_retries: int = 2, constrained: bool = False
+) -> list[Record]:
+    """Copies of ``records`` with rubric metrics (or a judge error) filled in, same order; ``constrained``: each
+    reply is held to ``RUBRIC_GRAMMAR``."""
     out = list(records)
     to_judge: list[int] = []
     for i, r in enumerate(records):
@@ -61,6 +68,7 @@ def score_records(records: list[Record], judge: JudgeFn, *, max_retries: int = 2
         judge,
         lambda _, raw: parse_rubric_score(raw),
         max_retries=max_retries,
+        grammars=[RUBRIC_GRAMMAR] * len(to_judge) if constrained else None,
     )
     for i, o in zip(to_judge, outcomes, strict=True):
         r = records[i]

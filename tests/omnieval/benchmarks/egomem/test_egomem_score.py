@@ -135,3 +135,24 @@ def test_failed_inference_is_left_out_of_the_prompt(predicted: list[Record], tmp
     assert [_keys(p) for p in seen] == [["1", "2"], ["1"], ["1"]]
     assert out[3].error.kind == "timeout" and out[3].metrics == {}
     assert aggregate(out)["n_scored"] == 4
+
+
+def test_constrained_judge_gets_one_grammar_per_session_naming_its_turns(predicted: list[Record]) -> None:
+    """With ``judge_constrained`` each session's prompt travels with a grammar whose only words are that session's
+    turn keys with [fact, answer] pairs, so whatever the judge writes under it parses."""
+    import re
+
+    from omnieval.benchmarks.egomem._score import session_grammar
+
+    sent: list[tuple[str, str]] = []
+
+    def judge(prompts: list[str], grammars: list[str] | None = None) -> list[str]:
+        assert grammars is not None and len(grammars) == len(prompts)
+        sent.extend(zip(prompts, grammars, strict=True))
+        return ["{" + ", ".join(f'"{k}": [0, 7]' for k in _keys(p)) + "}" for p in prompts]  # a grammar-shaped reply
+
+    out = score_records(predicted, judge, constrained=True)
+    assert [re.findall(r'\\"(\d+)\\"', g) for _, g in sent] == [_keys(p) for p, _ in sent] == [["1", "2"], ["1", "2"], ["1"]]
+    assert all(g == session_grammar(_keys(p)) for p, g in sent)
+    assert all(r.metrics == {"answer_score": 7.0, "fact_applicable": 1.0, "fact_score": 0.0} for r in out)
+    assert score_records(predicted, good_judge())[0].metrics["answer_score"] == 9.0  # unconstrained: no grammars sent
