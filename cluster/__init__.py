@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cluster._inventory import GPU_MEMORY_RESOURCE, NODE_ID_LABEL, NodeInfo, detect_gpu_resources, inventory
+from cluster._node_files import nodes_with_executable
 from cluster._placement import (
     Demand,
     busy_reasons,
@@ -40,5 +41,6 @@ __all__ = [
     "feasible_nodes",
     "fits",
     "inventory",
+    "nodes_with_executable",
     "place",
 ]

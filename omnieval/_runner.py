@@ -40,7 +40,7 @@ from omnieval._progress import RunProgress
 from omnieval._provenance import cluster_hostnames, git_commit, package_versions
 from omnieval._scoring import group
 from omnieval.benchmarks import BenchmarkSpec, custom_spec, get_benchmark
-from omnieval.core import GenerationOptions, PoolConfig, Record, SuiteConfig
+from omnieval.core import GenerationOptions, OmnievalUserError, PoolConfig, Record, SuiteConfig
 
 if TYPE_CHECKING:
     from pool import ChunkResult
@@ -548,10 +548,14 @@ def _start_inline(suite: SuiteConfig, run_dir: Path) -> Any:
 def _start_frameworks(
     suite: SuiteConfig, run_dir: Path, controller: Any, pool_cfg: PoolConfig, cache_path: str | None
 ) -> list[tuple[str, str, Any]]:
-    """One framework client actor per (task, model) of a framework given its own interpreter, run there."""
+    """One framework client actor per (task, model) of a framework given its own interpreter, run there: on a node
+    that has that interpreter (checked on every node first; a node without it would never start the actor)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
     from omnieval.adapters._actor import FrameworkClient
 
-    refs = []
+    refs: list[tuple[str, str, Any]] = []
+    hosts: dict[str, list[str]] = {}  # interpreter -> nodes that have it
     for b in suite.benchmarks:
         if b.framework == "builtin" or not _own_interpreter(suite, b.framework):
             continue
@@ -559,12 +563,18 @@ def _start_frameworks(
         runtime_env: dict[str, Any] = {}
         if env is not None and env.python:
             runtime_env["py_executable"] = env.python
+            if env.python not in hosts:
+                hosts[env.python] = interpreter_nodes(b.framework, env.python)
         if env is not None and env.env_vars:
             runtime_env["env_vars"] = dict(env.env_vars)
         for m in suite.models:
             if (b.models is not None and m.name not in b.models) or _fw_file(run_dir, b.key, m.name).exists():
                 continue
-            actor = FrameworkClient.options(runtime_env=runtime_env or None).remote(  # type: ignore[attr-defined]
+            placed: dict[str, Any] = {}
+            if env is not None and env.python:  # spread over the nodes that have the interpreter
+                nodes = hosts[env.python]
+                placed["scheduling_strategy"] = NodeAffinitySchedulingStrategy(nodes[len(refs) % len(nodes)], soft=False)
+            actor = FrameworkClient.options(runtime_env=runtime_env or None, **placed).remote(  # type: ignore[attr-defined]
                 controller, pool_cfg, suite.seed, cache_path
             )
             gen = GenerationOptions.model_validate({**suite.generation.model_dump(), **b.generation.as_dict()})
@@ -575,6 +585,23 @@ def _start_frameworks(
                                    workdir=os.getcwd())  # fmt: skip
             refs.append((b.key, m.name, ref))
     return refs
+
+
+def interpreter_nodes(framework: str, python: str) -> list[str]:
+    """The nodes whose filesystem has ``frameworks.<framework>.python``; none is an error naming every node."""
+    from cluster import nodes_with_executable
+
+    have, lack = nodes_with_executable(python)
+    if not have:
+        raise OmnievalUserError(
+            f"frameworks.{framework}.python: {python} is not an executable on any node of the cluster "
+            f"({', '.join(lack)}); build that venv at the same path on the nodes that should run {framework} "
+            f"(scripts/make_framework_venv.sh {framework}), or point python at one they have"
+        )
+    if lack:
+        log.warning("frameworks.%s.python %s is missing on %s: its actors run on the other nodes", framework, python,
+                    ", ".join(lack))  # fmt: skip
+    return have
 
 
 def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, str, Any]],
