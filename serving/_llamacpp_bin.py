@@ -59,7 +59,9 @@ def find_llama_server() -> Path:
 
 
 def build_llama_server() -> Path:
+    """Build once into the cache; the build's own output (cmake's ``[ 42%] Building ...`` lines) goes to stderr as
+    it happens, so a first ``make demo`` shows its progress instead of ten silent minutes."""
     env = {**os.environ, "OMNIEVAL_LLAMACPP_VERSION": LLAMACPP_VERSION,
            "OMNIEVAL_LLAMACPP_DEST": str(cached_binary().parent)}  # fmt: skip
-    out = subprocess.run(["bash", str(BUILD_SCRIPT)], env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run(["bash", str(BUILD_SCRIPT)], env=env, check=True, stdout=subprocess.PIPE, text=True)
     return Path(out.stdout.strip().splitlines()[-1])
