@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cluster._inventory import GPU_MEMORY_RESOURCE, NODE_ID_LABEL, NodeInfo, detect_gpu_resources, inventory
-from cluster._node_files import nodes_with_executable
+from cluster._node_files import nodes_with_executable, nodes_with_paths
 from cluster._placement import (
     Demand,
     busy_reasons,
@@ -42,5 +42,6 @@ __all__ = [
     "fits",
     "inventory",
     "nodes_with_executable",
+    "nodes_with_paths",
     "place",
 ]

@@ -1,30 +1,46 @@
-"""Which nodes of the cluster have a file: a framework's own interpreter (``frameworks.<name>.python``) is a path
-on some nodes and not others, and an actor started with a ``py_executable`` that its node lacks never starts (Ray
-retries the worker), so the run would hang instead of failing."""
+"""Which nodes of the cluster see a set of paths: a framework's own interpreter (``frameworks.<name>.python``) or a
+benchmark's media directories may exist on some nodes and not others. An actor started with a ``py_executable`` its
+node lacks never starts (Ray retries the worker), and a client on a node without the media fails every sample it
+reads, so actors are placed on nodes that have them and a path no node has is a user error before any work."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import ray
 
 
 @ray.remote(num_cpus=0)
-def _check(path: str) -> tuple[bool, str]:
+def _missing(paths: list[str], executable: bool) -> tuple[str | None, str]:
     import socket
 
-    return os.path.isfile(path) and os.access(path, os.X_OK), socket.gethostname()
+    for p in paths:
+        ok = os.path.isfile(p) and os.access(p, os.X_OK) if executable else os.path.exists(p)
+        if not ok:
+            return p, socket.gethostname()
+    return None, socket.gethostname()
 
 
-def nodes_with_executable(path: str, timeout_s: float = 120.0) -> tuple[list[str], list[str]]:
-    """(ids of the alive nodes where ``path`` is an executable file, ``"hostname (node id)"`` of those where it is
-    not), each node asked by a zero-CPU task pinned to it."""
+def nodes_with_paths(
+    paths: Sequence[str], *, executable: bool = False, timeout_s: float = 120.0
+) -> tuple[list[str], list[str]]:
+    """(ids of the alive nodes that have every path, ``"hostname (node id): no <path>"`` for each that does not),
+    each node asked by a zero-CPU task pinned to it; ``executable``: each path must be an executable file."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
-    refs = [_check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(path)
-            for n in nodes]  # fmt: skip
+    refs = [_missing.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(
+        list(paths), executable) for n in nodes]  # fmt: skip
     have, lack = [], []
-    for node, (ok, host) in zip(nodes, ray.get(refs, timeout=timeout_s), strict=True):
-        (have.append(node) if ok else lack.append(f"{host} (node {node[:8]})"))
+    for node, (missing, host) in zip(nodes, ray.get(refs, timeout=timeout_s), strict=True):
+        if missing is None:
+            have.append(node)
+        else:
+            lack.append(f"{host} (node {node[:8]}): no {missing}")
     return have, lack
+
+
+def nodes_with_executable(path: str, timeout_s: float = 120.0) -> tuple[list[str], list[str]]:
+    """``nodes_with_paths`` for one interpreter."""
+    return nodes_with_paths([path], executable=True, timeout_s=timeout_s)

@@ -184,6 +184,8 @@ class RunPlan:
     """Their keys."""
     video_inputs: dict[str, str] = field(default_factory=dict)
     """Per model, how clips reach it (``native`` / ``frames``); models sent no video are absent."""
+    media_dirs: set[str] = field(default_factory=set)
+    """Directories of the local media files the samples name: the nodes clients run on must see them."""
 
 
 def plan_run(
@@ -202,9 +204,11 @@ def plan_run(
     specs = builtin_specs(suite)
     totals: dict[tuple[str, str], int] = {}
     seen: dict[tuple[str, str], set[str]] = {}
+    media_dirs: set[str] = set()
     for r in iter_records(suite, specs):  # validates every sample in O(1) memory; the run builds them again lazily
         totals[(r.model, r.benchmark)] = totals.get((r.model, r.benchmark), 0) + 1
         seen.setdefault((r.model, r.benchmark), set()).update(r.modalities())
+        media_dirs.update(os.path.dirname(os.path.abspath(p)) for p in r.media_paths())
     video_inputs = check_modalities(suite, seen)
     if resume_dir is not None:
         run_id, created, config_path = old.run_id, old.created, old.config_path
@@ -224,7 +228,7 @@ def plan_run(
         done_keys.add(r.key)
         done[(r.model, r.benchmark)] = done.get((r.model, r.benchmark), 0) + 1
     return RunPlan(suite=suite, specs=specs, totals=totals, run_dir=run_dir, manifest=manifest, done=done,
-                   done_keys=done_keys, video_inputs=video_inputs)  # fmt: skip
+                   done_keys=done_keys, video_inputs=video_inputs, media_dirs=media_dirs)  # fmt: skip
 
 
 @dataclass
@@ -350,6 +354,11 @@ def _execute(
                if (b.models is None or m.name in b.models) and not _fw_file(run_dir, b.key, m.name).exists()}  # fmt: skip
     cache_path = _cache_path(suite)
     pool_cfg = suite.pool
+    # client actors only for built-in Records still to infer (framework tasks bring their own client), on nodes that
+    # see the samples' media: checked before anything is deployed
+    builtin_left = any(plan.done.get(k, 0) < n for k, n in plan.totals.items())
+    n_clients = suite.pool.clients if builtin_left else 0
+    spots = client_spots(plan.media_dirs, n_clients)
     # framework actors start first: they import their framework, index its tasks and build their requests while
     # the engines load; their first requests wait for a replica
     fw_refs = _start_frameworks(suite, run_dir, controller, pool_cfg, cache_path)
@@ -361,11 +370,11 @@ def _execute(
     # replica at its concurrency ceiling: the adaptive limits, not this window, decide what is sent
     inflight = sum(suite.pool.max_inflight_per_replica * max(m.replicas, m.max_replicas or 0)
                    for m in suite.models if m.name in needed) or 1  # fmt: skip
-    # client actors only for built-in Records still to infer (framework tasks bring their own client)
-    builtin_left = any(plan.done.get(k, 0) < n for k, n in plan.totals.items())
     clients = [
-        EvalClient.remote(controller, pool_cfg, suite.seed, i, cache_path, plan.video_inputs)  # type: ignore[attr-defined]
-        for i in range(suite.pool.clients if builtin_left else 0)
+        EvalClient.options(**spots[i]).remote(  # type: ignore[attr-defined]
+            controller, pool_cfg, suite.seed, i, cache_path, plan.video_inputs
+        )
+        for i in range(n_clients)
     ]
     t0 = time.monotonic()
     ray.get([c.ready.remote() for c in clients])
@@ -585,6 +594,27 @@ def _start_frameworks(
                                    workdir=os.getcwd())  # fmt: skip
             refs.append((b.key, m.name, ref))
     return refs
+
+
+def client_spots(media_dirs: set[str], n: int) -> list[dict[str, Any]]:
+    """Placement of ``n`` client actors: anywhere, unless the samples name local media, which every client reads;
+    then only on nodes that see every media directory (on one node, the driver's: nothing to check)."""
+    live = [nd for nd in ray.nodes() if nd.get("Alive")]
+    if not n or not media_dirs or len(live) < 2:
+        return [{} for _ in range(n)]
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from cluster import nodes_with_paths
+
+    have, lack = nodes_with_paths(sorted(media_dirs))
+    if not have:
+        raise OmnievalUserError(
+            f"the samples' media ({len(media_dirs)} directories, e.g. {sorted(media_dirs)[0]}) are not visible on any "
+            f"node of the cluster ({'; '.join(lack)}); put them on storage every node mounts at the same path"
+        )
+    if lack:
+        log.warning("media not visible on %s: client actors run on the %d other node(s)", "; ".join(lack), len(have))
+    return [{"scheduling_strategy": NodeAffinitySchedulingStrategy(have[i % len(have)], soft=False)} for i in range(n)]
 
 
 def interpreter_nodes(framework: str, python: str) -> list[str]:

@@ -189,3 +189,8 @@ class Record(_Strict):
 
     def modalities(self) -> set[str]:
         return {c.type for m in self.messages for c in m.content}
+
+    def media_paths(self) -> list[str]:
+        """Media given as local file paths (not URLs or data URIs): what a client must be able to read."""
+        return [c.value for m in self.messages for c in m.content
+                if c.type != "text" and not c.value.startswith(("http://", "https://", "data:"))]  # fmt: skip

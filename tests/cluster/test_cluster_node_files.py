@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import ray
 
-from cluster import nodes_with_executable
+from cluster import nodes_with_executable, nodes_with_paths
 from omnieval._runner import interpreter_nodes
 from omnieval.core import OmnievalUserError
 
@@ -31,9 +31,34 @@ def test_each_node_is_asked_and_a_missing_interpreter_names_them(local_ray_1cpu:
     assert nodes_with_executable(sys.executable) == ([node], [])
     assert interpreter_nodes("lmms", sys.executable) == [node]
     missing = "/nonexistent/venv-lmms/bin/python"
-    assert nodes_with_executable(missing) == ([], [f"{socket.gethostname()} (node {node[:8]})"])
+    assert nodes_with_executable(missing) == ([], [f"{socket.gethostname()} (node {node[:8]}): no {missing}"])
     with pytest.raises(OmnievalUserError) as e:
         interpreter_nodes("lmms", missing)
     msg = str(e.value)
     assert msg.startswith(f"frameworks.lmms.python: {missing} is not an executable on any node")
     assert socket.gethostname() in msg and "scripts/make_framework_venv.sh lmms" in msg
+
+
+def test_media_directories_every_node_must_see(local_ray_1cpu: None, tmp_path: object) -> None:
+    (node,) = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    here = str(tmp_path)
+    assert nodes_with_paths([here, sys.prefix]) == ([node], [])
+    assert nodes_with_paths([here, "/nonexistent/media"]) == ([], [f"{socket.gethostname()} (node {node[:8]}): no /nonexistent/media"])
+
+
+def test_clients_go_where_the_media_are_and_media_no_node_sees_is_a_user_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The placement decision over what the nodes answered (the answers themselves are the real checks above)."""
+    import cluster
+    from omnieval._runner import client_spots
+
+    two = [{"NodeID": "a" * 56, "Alive": True}, {"NodeID": "b" * 56, "Alive": True}]
+    monkeypatch.setattr(ray, "nodes", lambda: two)
+    assert client_spots(set(), 2) == [{}, {}]  # no local media: anywhere
+    monkeypatch.setattr(cluster, "nodes_with_paths", lambda paths: (["b" * 56], ["hostA (node aaaaaaaa): no /m"]))
+    spots = client_spots({"/m"}, 3)
+    assert [s["scheduling_strategy"].node_id for s in spots] == ["b" * 56] * 3
+    monkeypatch.setattr(cluster, "nodes_with_paths", lambda paths: ([], ["hostA (node aaaaaaaa): no /m", "hostB (node bbbbbbbb): no /m"]))
+    with pytest.raises(OmnievalUserError, match=r"not visible on any node of the cluster \(hostA .*; hostB"):
+        client_spots({"/m"}, 2)
