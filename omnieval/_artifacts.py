@@ -129,6 +129,8 @@ class RunManifest(_Model):
     """Ray version."""
     hostnames: list[str] = Field(default_factory=list)
     """Hosts of the Ray cluster nodes."""
+    artifact_uri: str | None = None
+    """Where the artifact is copied when the run ends (``output.dir`` given as a URI); None: it stays local."""
     timings: dict[str, float] = Field(default_factory=dict)
     """Wall-clock seconds per phase."""
     throughput: dict[str, float] = Field(default_factory=dict)

@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import socket
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -212,14 +213,18 @@ def plan_run(
     video_inputs = check_modalities(suite, seen)
     if resume_dir is not None:
         run_id, created, config_path = old.run_id, old.created, old.config_path
+        upload_to = old.artifact_uri.rsplit("/", 1)[0] if old.artifact_uri else None
     else:
         run_id = new_run_id(suite)
-        run_dir = resolve_output_dir(output_dir, suite.output.dir) / run_id
+        target = resolve_output_dir(output_dir, suite.output.dir)
+        run_dir = target.local / run_id
         run_dir.mkdir(parents=True, exist_ok=False)
         created = datetime.now(timezone.utc).isoformat()
+        upload_to = target.uri
     manifest = RunManifest(
         run_id=run_id, suite_name=suite.name, created=created, config=suite.model_dump(mode="json"),
         config_path=config_path, packages=package_versions(), git_commit=git_commit(),
+        artifact_uri=f"{upload_to}/{run_id}" if upload_to else None,
     )  # fmt: skip
     write_manifest(run_dir, manifest)
     done: dict[tuple[str, str], int] = {}
@@ -307,6 +312,7 @@ def run_suite(
         manifest.status = "cancelled" if cancelled else "failed"
         manifest.error = str(cancel) if cancel is not None else f"{type(e).__name__}: {e}"
         write_manifest(run_dir, manifest)
+        _upload(run_dir, manifest)  # what was done so far, where the user looks for it (a resume updates it)
         if cancel is not None and cancel is not e:
             raise cancel from None  # the signal, not the Ray call it interrupted
         raise
@@ -324,7 +330,21 @@ def run_suite(
     manifest.timings = timings
     manifest.status = outcome(manifest)
     write_manifest(run_dir, manifest)
+    _upload(run_dir, manifest)
     return RunResult(run_dir=run_dir, manifest=manifest)
+
+
+def _upload(run_dir: Path, manifest: RunManifest) -> None:
+    """Copy the artifact to ``output.dir``'s URI, when it is one; a failed copy is said, the local one is kept."""
+    if not manifest.artifact_uri:
+        return
+    from omnieval._output import upload_artifact
+
+    try:
+        where = upload_artifact(run_dir, manifest.artifact_uri.rsplit("/", 1)[0])
+        print(f"artifact copied to {where}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - the run's result is in the local copy; say where, and why not uploaded
+        log.error("artifact not copied to %s (%r); it is in %s", manifest.artifact_uri, e, run_dir)
 
 
 def _start_verifier_stream(suite: SuiteConfig) -> Any:

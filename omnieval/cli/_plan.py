@@ -98,6 +98,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     console.print(p)
     total = sum(counts.values())
     print(f"{total} built-in samples, {sum(1 for b in suite.benchmarks if b.framework != 'builtin')} framework "
-          f"task(s), {sum(m.replicas for m in suite.models)} replica(s); artifact under {out.resolve()}; "
+          f"task(s), {sum(m.replicas for m in suite.models)} replica(s); artifact under {out.uri or out.local.resolve()}; "
           "nothing was deployed")  # fmt: skip
     return 0

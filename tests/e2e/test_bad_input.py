@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from testlib.odd_server import odd_server
-from testlib.runs import run_cli
+from testlib.runs import artifact_from, run_cli
 
 from omnieval import Message, Record, read_records
 from omnieval._artifacts import ArtifactWriteError, CheckpointWriter, RunManifest, write_manifest, write_records
@@ -204,10 +204,17 @@ def test_a_suite_whose_every_request_fails_exits_1_failed(tmp_path: Path) -> Non
             "pool": {"clients": 1, "max_retries": 0, "request_timeout_s": 30}, "cache": {"enabled": False},
             "ray": {"num_cpus": 2},
         }))  # fmt: skip
-        proc = run_cli("run", str(suite), "--output-dir", str(tmp_path / "runs"), "--no-progress")
+        # output.dir as a URI (a driver without shared disk): staged locally, copied there when the run ends,
+        # failed runs too
+        bucket = tmp_path / "bucket"
+        proc = run_cli("run", str(suite), "--output-dir", f"file://{bucket}", "--no-progress",
+                       env={"OMNIEVAL_CACHE": str(tmp_path / "cache")})  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "every one of its 3 samples failed" in proc.stderr and "the run is failed (exit 1)" in proc.stderr
-    (run,) = (tmp_path / "runs").iterdir()
+    (run,) = bucket.iterdir()
+    assert f"artifact copied to file://{bucket}/{run.name}" in proc.stderr
+    assert artifact_from(proc.stdout) == tmp_path / "cache" / "staging" / run.name  # the staged copy, for --resume
     manifest = RunManifest.model_validate_json((run / "manifest.json").read_text())
     assert manifest.status == "failed" and manifest.error == "every benchmark failed"
+    assert manifest.artifact_uri == f"file://{bucket}/{run.name}" and (run / "records.parquet").exists()
     assert all(s.error for s in manifest.scores)
