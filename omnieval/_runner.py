@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
-import secrets
 import socket
 import sys
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,17 +28,24 @@ from omnieval._artifacts import (
     RunManifest,
     ScoreRow,
     iter_checkpoint,
-    read_manifest,
     read_records,
     write_manifest,
 )
-from omnieval._modalities import check_modalities
-from omnieval._output import resolve_output_dir
+from omnieval._frameworks import (
+    _cache_path,
+    _finish_frameworks,
+    _framework_provenance,
+    _fw_file,
+    _start_frameworks,
+    _start_inline,
+)
+from omnieval._placement import client_spots
+from omnieval._plan import RunPlan, _cfg, iter_records, plan_run
 from omnieval._progress import RunProgress
-from omnieval._provenance import cluster_hostnames, git_commit, package_versions
+from omnieval._provenance import cluster_hostnames
 from omnieval._scoring import group
-from omnieval.benchmarks import BenchmarkSpec, custom_spec, get_benchmark
-from omnieval.core import GenerationOptions, OmnievalUserError, PoolConfig, Record, SuiteConfig
+from omnieval.benchmarks import BenchmarkSpec
+from omnieval.core import GenerationOptions, Record, SuiteConfig
 
 if TYPE_CHECKING:
     from pool import ChunkResult
@@ -58,86 +62,6 @@ class RunResult:
     def records(self) -> list[Record]:
         """Every Record of the run, read back from ``records.parquet`` on first use (a run never keeps them)."""
         return read_records(self.run_dir)
-
-
-def new_run_id(suite: SuiteConfig) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    return f"{suite.name}-{stamp}-{secrets.token_hex(3)}"
-
-
-def builtin_specs(suite: SuiteConfig) -> dict[str, BenchmarkSpec]:
-    """The suite's built-in benchmarks as it runs them, by key (framework tasks build their own samples)."""
-    return {
-        b.key: effective_spec(custom_spec(b) if b.define else get_benchmark(b.name), b)
-        for b in suite.benchmarks
-        if b.framework == "builtin"
-    }
-
-
-def iter_records(suite: SuiteConfig, specs: dict[str, BenchmarkSpec]) -> Iterator[Record]:
-    """The suite's Records one at a time (benchmark order, then model order, then sample order)."""
-    for b in suite.benchmarks:
-        spec = specs.get(b.key)
-        if spec is None:
-            continue
-        for m in suite.models:
-            if b.models is not None and m.name not in b.models:
-                continue
-            yield from spec.iter_records(
-                model=m.name, generation=suite.generation, limit=b.limit, prompt=b.prompt, overrides=b.generation.as_dict(),
-                options=b.options,
-            )  # fmt: skip
-
-
-def build_records(suite: SuiteConfig) -> tuple[list[Record], dict[str, BenchmarkSpec]]:
-    """Every Record at once (benchmarks and tests; a run streams them with ``iter_records``)."""
-    specs = builtin_specs(suite)
-    return list(iter_records(suite, specs)), specs
-
-
-def check_frameworks(suite: SuiteConfig) -> None:
-    """Every framework task resolved (name, options, local files) in its framework's interpreter, before deploy."""
-    from omnieval.adapters._check import check_in
-    from omnieval.core import OmnievalUserError
-    from serving import ENGINES
-
-    by_env: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
-    for i, b in enumerate(suite.benchmarks):
-        if b.framework == "builtin":
-            continue
-        env = suite.frameworks.get(b.framework)
-        scorers = {m.name: [m.engine, ENGINES.get(m.engine).scoring(m.engine_kwargs)]
-                   for m in suite.models if b.models is None or m.name in b.models}  # fmt: skip
-        by_env.setdefault((env.python if env else None, b.framework), []).append(
-            {"framework": b.framework, "task": b.name, "options": b.options, "where": f"benchmarks[{i}]",
-             "scorers": scorers})  # fmt: skip
-    errors = []
-    for (python, fw), items in by_env.items():
-        env = suite.frameworks.get(fw)
-        errors += check_in(python, items, dict(env.env_vars) if env else None)
-    if errors:
-        raise OmnievalUserError("; ".join(errors))
-
-
-def preflight(suite: SuiteConfig) -> None:
-    """Fail before any deploy on inputs that would otherwise surface as replica start-up failures."""
-    import httpx
-
-    from omnieval.core import OmnievalUserError
-
-    check_frameworks(suite)
-    for i, m in enumerate(suite.models):
-        src = m.source
-        if src.kind == "path" and not Path(src.path).expanduser().exists():
-            raise OmnievalUserError(f"models[{i}].source.path: model file not found: {src.path}; fix the path")
-        if src.kind == "endpoint":
-            try:
-                httpx.get(src.base_url.rstrip("/") + "/models", timeout=5.0).raise_for_status()
-            except (httpx.HTTPError, OSError) as e:
-                raise OmnievalUserError(
-                    f"models[{i}].source.base_url: endpoint {src.base_url} is unreachable ({type(e).__name__}); "
-                    "start the server or fix base_url"
-                ) from None
 
 
 def _dispatch_all(suite: SuiteConfig, clients: list[Any], records: Iterable[Record], sink: Any, inflight: int) -> None:
@@ -167,73 +91,6 @@ def _fill_history(wave: list[Record], done: dict[tuple[str, str, int], Record]) 
             r = fill_history(r, by_index)
         out.append(r)
     return out
-
-
-@dataclass
-class RunPlan:
-    """What a run will do, worked out before anything starts: bad data fails here, before a run directory or Ray."""
-
-    suite: SuiteConfig
-    specs: dict[str, BenchmarkSpec]
-    totals: dict[tuple[str, str], int]
-    """Samples per (model, benchmark)."""
-    run_dir: Path
-    manifest: RunManifest
-    done: dict[tuple[str, str], int]
-    """Samples per (model, benchmark) already in the checkpoint (a resumed run)."""
-    done_keys: set[tuple[str, str, int]]
-    """Their keys."""
-    video_inputs: dict[str, str] = field(default_factory=dict)
-    """Per model, how clips reach it (``native`` / ``frames``); models sent no video are absent."""
-    media_dirs: set[str] = field(default_factory=set)
-    """Directories of the local media files the samples name: the nodes clients run on must see them."""
-
-
-def plan_run(
-    suite: SuiteConfig, *, config_path: str | None = None, output_dir: str | None = None,
-    resume_dir: str | Path | None = None,
-) -> RunPlan:  # fmt: skip
-    if resume_dir is not None:
-        run_dir = Path(resume_dir)
-        old = read_manifest(run_dir)
-        if old.status == "completed":
-            raise ValueError(f"{run_dir} is already completed; nothing to resume (use `omnieval rerun` to reproduce)")
-        suite = SuiteConfig.model_validate(old.config)
-    if resume_dir is None:
-        resolve_output_dir(output_dir, suite.output.dir)  # refused before the samples are even read
-    preflight(suite)
-    specs = builtin_specs(suite)
-    totals: dict[tuple[str, str], int] = {}
-    seen: dict[tuple[str, str], set[str]] = {}
-    media_dirs: set[str] = set()
-    for r in iter_records(suite, specs):  # validates every sample in O(1) memory; the run builds them again lazily
-        totals[(r.model, r.benchmark)] = totals.get((r.model, r.benchmark), 0) + 1
-        seen.setdefault((r.model, r.benchmark), set()).update(r.modalities())
-        media_dirs.update(os.path.dirname(os.path.abspath(p)) for p in r.media_paths())
-    video_inputs = check_modalities(suite, seen)
-    if resume_dir is not None:
-        run_id, created, config_path = old.run_id, old.created, old.config_path
-        upload_to = old.artifact_uri.rsplit("/", 1)[0] if old.artifact_uri else None
-    else:
-        run_id = new_run_id(suite)
-        target = resolve_output_dir(output_dir, suite.output.dir)
-        run_dir = target.local / run_id
-        run_dir.mkdir(parents=True, exist_ok=False)
-        created = datetime.now(timezone.utc).isoformat()
-        upload_to = target.uri
-    manifest = RunManifest(
-        run_id=run_id, suite_name=suite.name, created=created, config=suite.model_dump(mode="json"),
-        config_path=config_path, packages=package_versions(), git_commit=git_commit(),
-        artifact_uri=f"{upload_to}/{run_id}" if upload_to else None,
-    )  # fmt: skip
-    write_manifest(run_dir, manifest)
-    done: dict[tuple[str, str], int] = {}
-    done_keys: set[tuple[str, str, int]] = set()
-    for r in iter_checkpoint(run_dir):
-        done_keys.add(r.key)
-        done[(r.model, r.benchmark)] = done.get((r.model, r.benchmark), 0) + 1
-    return RunPlan(suite=suite, specs=specs, totals=totals, run_dir=run_dir, manifest=manifest, done=done,
-                   done_keys=done_keys, video_inputs=video_inputs, media_dirs=media_dirs)  # fmt: skip
 
 
 @dataclass
@@ -537,165 +394,6 @@ def _finalize(
     manifest.benchmarks += _framework_provenance(suite, fw_results)
 
 
-def _fw_file(run_dir: Path, key: str, model: str) -> Path:
-    return run_dir / f"framework-{key.replace(':', '_').replace('/', '_')}-{model}.json"
-
-
-def _cache_path(suite: SuiteConfig) -> str | None:
-    if not suite.cache.enabled:
-        return None
-    from pool import default_cache_path
-
-    return suite.cache.path or str(default_cache_path())
-
-
-def _own_interpreter(suite: SuiteConfig, framework: str) -> bool:
-    env = suite.frameworks.get(framework)
-    return env is not None and bool(env.python)
-
-
-def _start_inline(suite: SuiteConfig, run_dir: Path) -> Any:
-    """The framework tasks of frameworks in the driver's own environment, in one driver thread (see
-    ``omnieval.adapters._inline``), started before Ray."""
-    from omnieval.adapters._inline import InlineRunner, InlineTask
-
-    tasks, env = [], {}
-    for b in suite.benchmarks:
-        if b.framework == "builtin" or _own_interpreter(suite, b.framework):
-            continue
-        fw_env = suite.frameworks.get(b.framework)
-        env.update(fw_env.env_vars if fw_env else {})
-        gen = GenerationOptions.model_validate({**suite.generation.model_dump(), **b.generation.as_dict()})
-        for m in suite.models:
-            if (b.models is not None and m.name not in b.models) or _fw_file(run_dir, b.key, m.name).exists():
-                continue
-            tasks.append(InlineTask(key=b.key, model=m.name, framework=b.framework, task=b.name,
-                                    options=dict(b.options), limit=b.limit, generation=gen))  # fmt: skip
-    return InlineRunner(tasks, pool_cfg=suite.pool, seed=suite.seed, cache_path=_cache_path(suite), env=env).start()
-
-
-def _start_frameworks(
-    suite: SuiteConfig, run_dir: Path, controller: Any, pool_cfg: PoolConfig, cache_path: str | None
-) -> list[tuple[str, str, Any]]:
-    """One framework client actor per (task, model) of a framework given its own interpreter, run there: on a node
-    that has that interpreter (checked on every node first; a node without it would never start the actor)."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from omnieval.adapters._actor import FrameworkClient
-
-    refs: list[tuple[str, str, Any]] = []
-    hosts: dict[str, list[str]] = {}  # interpreter -> nodes that have it
-    for b in suite.benchmarks:
-        if b.framework == "builtin" or not _own_interpreter(suite, b.framework):
-            continue
-        env = suite.frameworks.get(b.framework)
-        runtime_env: dict[str, Any] = {}
-        if env is not None and env.python:
-            runtime_env["py_executable"] = env.python
-            if env.python not in hosts:
-                hosts[env.python] = interpreter_nodes(b.framework, env.python)
-        if env is not None and env.env_vars:
-            runtime_env["env_vars"] = dict(env.env_vars)
-        for m in suite.models:
-            if (b.models is not None and m.name not in b.models) or _fw_file(run_dir, b.key, m.name).exists():
-                continue
-            placed: dict[str, Any] = {}
-            if env is not None and env.python:  # spread over the nodes that have the interpreter
-                nodes = hosts[env.python]
-                placed["scheduling_strategy"] = NodeAffinitySchedulingStrategy(nodes[len(refs) % len(nodes)], soft=False)
-            actor = FrameworkClient.options(runtime_env=runtime_env or None, **placed).remote(  # type: ignore[attr-defined]
-                controller, pool_cfg, suite.seed, cache_path
-            )
-            gen = GenerationOptions.model_validate({**suite.generation.model_dump(), **b.generation.as_dict()})
-            opts = dict(b.options)
-            if isinstance(opts.get("data_files"), dict):  # actors may run elsewhere: ship absolute paths
-                opts["data_files"] = {k: str(Path(v).resolve()) for k, v in opts["data_files"].items()}
-            ref = actor.run.remote(b.framework, task=b.name, options=opts, model=m.name, limit=b.limit, generation=gen,
-                                   workdir=os.getcwd())  # fmt: skip
-            refs.append((b.key, m.name, ref))
-    return refs
-
-
-def client_spots(media_dirs: set[str], n: int) -> list[dict[str, Any]]:
-    """Placement of ``n`` client actors: anywhere, unless the samples name local media, which every client reads;
-    then only on nodes that see every media directory (on one node, the driver's: nothing to check)."""
-    live = [nd for nd in ray.nodes() if nd.get("Alive")]
-    if not n or not media_dirs or len(live) < 2:
-        return [{} for _ in range(n)]
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from cluster import nodes_with_paths
-
-    have, lack = nodes_with_paths(sorted(media_dirs))
-    if not have:
-        raise OmnievalUserError(
-            f"the samples' media ({len(media_dirs)} directories, e.g. {sorted(media_dirs)[0]}) are not visible on any "
-            f"node of the cluster ({'; '.join(lack)}); put them on storage every node mounts at the same path"
-        )
-    if lack:
-        log.warning("media not visible on %s: client actors run on the %d other node(s)", "; ".join(lack), len(have))
-    return [{"scheduling_strategy": NodeAffinitySchedulingStrategy(have[i % len(have)], soft=False)} for i in range(n)]
-
-
-def interpreter_nodes(framework: str, python: str) -> list[str]:
-    """The nodes whose filesystem has ``frameworks.<framework>.python``; none is an error naming every node."""
-    from cluster import nodes_with_executable
-
-    have, lack = nodes_with_executable(python)
-    if not have:
-        raise OmnievalUserError(
-            f"frameworks.{framework}.python: {python} is not an executable on any node of the cluster "
-            f"({', '.join(lack)}); build that venv at the same path on the nodes that should run {framework} "
-            f"(scripts/make_framework_venv.sh {framework}), or point python at one they have"
-        )
-    if lack:
-        log.warning("frameworks.%s.python %s is missing on %s: its actors run on the other nodes", framework, python,
-                    ", ".join(lack))  # fmt: skip
-    return have
-
-
-def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, str, Any]],
-                       inline: Any = None) -> list[Any]:  # fmt: skip
-    """Framework results, each persisted whole as it arrives (the driver thread's in their order, then the actors'
-    in completion order, so a resumed run does not redo a finished task), returned in suite order. A task that
-    raised becomes its benchmark's error row and is not persisted, so a resumed run retries it."""
-    from omnieval._stream import ray_wait_one
-    from omnieval.adapters import FrameworkResult
-
-    engines = {m.name: m.engine for m in suite.models}
-    got: dict[tuple[str, str], FrameworkResult] = {}
-
-    def settle(key: str, model: str, get: Any) -> None:
-        try:
-            res: FrameworkResult = get()
-        except Exception as e:  # noqa: BLE001 - one framework task's failure must not lose the suite's other results
-            res = framework_failure(key, model, _cfg(suite, key).framework, e)
-            log.error("%s", res.error)
-        else:
-            res.benchmark = res.benchmark or key
-            _fw_file(run_dir, key, model).write_text(res.model_dump_json())
-        for sc in res.scores:
-            sc.engine = engines[model]
-        got[(key, model)] = res
-
-    for t in inline.tasks if inline is not None else []:
-        settle(t.key, t.model, t.future.result)
-    pending = {ref: (k, m) for k, m, ref in refs}
-    while pending:
-        done = ray_wait_one(list(pending))
-        key, model = pending.pop(done)
-        settle(key, model, lambda ref=done: ray.get(ref))
-    out = []
-    for b in suite.benchmarks:
-        for m in suite.models:
-            path = _fw_file(run_dir, b.key, m.name)
-            if (b.key, m.name) in got:
-                out.append(got[(b.key, m.name)])
-            elif b.framework != "builtin" and path.exists():
-                out.append(FrameworkResult.model_validate_json(path.read_text()))
-    return out
-
-
 def outcome(manifest: RunManifest) -> Literal["completed", "partial", "failed"]:
     """``completed``, or by the documented rule: a benchmark whose every sample failed (or that failed whole) is a
     failed benchmark; the run is ``partial`` when some benchmark failed and ``failed`` when all did (exit 1 both)."""
@@ -719,55 +417,6 @@ def outcome(manifest: RunManifest) -> Literal["completed", "partial", "failed"]:
         manifest.error = "every benchmark failed"
         return "failed"
     return "partial"
-
-
-def framework_failure(key: str, model: str, framework: str, exc: BaseException) -> Any:
-    """A framework task that raised, as that benchmark's error row: one line (what, where, fix) instead of a
-    traceback that ends the run."""
-    from omnieval.adapters import FrameworkResult
-    from omnieval.core import user_message
-
-    cause = getattr(exc, "cause", None) or exc  # a RayTaskError wraps the actor's own exception
-    msg = user_message(cause) if isinstance(cause, Exception) else str(cause)
-    text = f"{type(cause).__name__}: {msg}".splitlines()[0][:500]
-    fix = "see the framework actor's log above"
-    low = text.lower()
-    if any(w in low for w in ("offline", "couldn't reach", "connectionerror", "dataset", "hub")):
-        fix = ("its dataset could not be loaded; run it on local files (options.data_files, or your own task "
-               "YAMLs in options.include_path) or allow downloads (unset HF_DATASETS_OFFLINE / HF_HUB_OFFLINE)")
-    line = f"{key} on {model} failed in its {framework} actor: {text} — fix: {fix}"
-    row = ScoreRow(model=model, benchmark=key, metric="error", value=None, num_samples=0, framework=framework,
-                   error=line)  # fmt: skip
-    return FrameworkResult(records=[], scores=[row], benchmark=key, error=line)
-
-
-def _framework_provenance(suite: SuiteConfig, results: list[Any]) -> list[BenchmarkProvenance]:
-    out = []
-    for b in suite.benchmarks:
-        if b.framework == "builtin":
-            continue
-        res = next((r for r in results if r.benchmark == b.key), None)
-        out.append(BenchmarkProvenance(
-            name=b.key, version=";".join(f"{k}={v}" for k, v in (res.versions if res else {}).items()) or "unknown",
-            framework=b.framework, task_type=b.name,
-            num_samples=len(res.records) if res else 0,
-            generation={**suite.generation.model_dump(), **b.generation.as_dict()}, metrics=[{"options": b.options}],
-        ))  # fmt: skip
-    return out
-
-
-def effective_spec(spec: BenchmarkSpec, cfg: Any) -> BenchmarkSpec:
-    """The benchmark as this suite runs it: named by its key (prompt variant), metrics possibly replaced."""
-    from omnieval.benchmarks import MetricSpec
-
-    update: dict[str, Any] = {"name": cfg.key}
-    if cfg.metrics is not None:
-        update["metrics"] = tuple(MetricSpec(name=n) for n in cfg.metrics)
-    return spec.model_copy(update=update)
-
-
-def _cfg(suite: SuiteConfig, key: str) -> Any:
-    return next(b for b in suite.benchmarks if b.key == key)
 
 
 def _model_provenance(suite: SuiteConfig, replicas: list[Any]) -> list[ModelProvenance]:

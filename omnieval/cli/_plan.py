@@ -63,7 +63,7 @@ def placement(suite: SuiteConfig, nodes: list[Any]) -> list[tuple[str, int, str]
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from omnieval._output import resolve_output_dir
-    from omnieval._runner import builtin_specs, iter_records, preflight
+    from omnieval._plan import builtin_specs, iter_records, preflight
     from omnieval._suite import load_suite
 
     suite = load_suite(args.suite)

@@ -273,7 +273,7 @@ def _compat_processor(lm: Any) -> None:
 
 
 def _builtin(job: dict[str, Any]) -> dict[str, Any]:
-    from omnieval._runner import build_records
+    from omnieval._plan import build_records
     from omnieval._suite import load_suite
     from serving import ENGINES, GenerationRequest, to_openai
 

@@ -93,7 +93,7 @@ def line_rate(*, requests: int, seq_requests: int, repeats: int, clients: int, c
     """Raw vs pool (external endpoint and managed replica), saturated and at concurrency 1, ``repeats`` times with
     the order rotated; medians with their range."""
     from cluster import connect
-    from omnieval._runner import build_records
+    from omnieval._plan import build_records
     from omnieval.perf._common import shutdown_ray
     from omnieval.perf._synthetic import register_synthetic
     from serving import ManagedServer

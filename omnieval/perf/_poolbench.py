@@ -99,7 +99,7 @@ def bench_pool(
 ) -> dict[str, Any]:
     """Line rate (INSTANT server) and ceiling (real llama-server), each mode side by side, order alternated."""
     from cluster import connect
-    from omnieval._runner import build_records
+    from omnieval._plan import build_records
     from omnieval.perf._common import no_cache, shutdown_ray
     from omnieval.perf._linerate import line_rate
     from serving import resolve_model

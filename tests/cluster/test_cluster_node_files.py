@@ -11,7 +11,7 @@ import pytest
 import ray
 
 from cluster import nodes_with_executable, nodes_with_paths
-from omnieval._runner import interpreter_nodes
+from omnieval._placement import interpreter_nodes
 from omnieval.core import OmnievalUserError
 
 pytestmark = [pytest.mark.ray]
@@ -51,7 +51,7 @@ def test_clients_go_where_the_media_are_and_media_no_node_sees_is_a_user_error(
 ) -> None:
     """The placement decision over what the nodes answered (the answers themselves are the real checks above)."""
     import cluster
-    from omnieval._runner import client_spots
+    from omnieval._placement import client_spots
 
     two = [{"NodeID": "a" * 56, "Alive": True}, {"NodeID": "b" * 56, "Alive": True}]
     monkeypatch.setattr(ray, "nodes", lambda: two)

@@ -11,7 +11,7 @@ import yaml
 from testlib.runs import artifact_from, run_cli
 
 from omnieval import load_suite, read_manifest, read_records
-from omnieval._runner import builtin_specs
+from omnieval._plan import builtin_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,8 @@ from testlib.engine import require_engine
 
 from omnieval import read_records
 from omnieval._artifacts import CheckpointWriter
-from omnieval._runner import build_records, plan_run, run_suite
+from omnieval._plan import build_records, plan_run
+from omnieval._runner import run_suite
 from omnieval.core import Output, SuiteConfig, TextOutput
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from omnieval._runner import plan_run
+from omnieval._plan import plan_run
 from omnieval.core import OmnievalUserError, SuiteConfig
 
 

@@ -63,7 +63,7 @@ def test_a_uri_stages_locally_and_uploads_the_artifact_and_a_bad_one_fails_befor
 
 
 def test_plan_run_refuses_before_creating_anything(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from omnieval._runner import plan_run
+    from omnieval._plan import plan_run
     from omnieval.core import SuiteConfig
 
     monkeypatch.chdir(tmp_path)

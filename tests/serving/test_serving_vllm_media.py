@@ -186,7 +186,7 @@ def test_audio_tokens_grow_with_length(media_run: dict[str, Any], timing: Any) -
 
 
 def test_preflight_names_the_model_and_the_fix(media_run: dict[str, Any], tmp_path: Path) -> None:
-    from omnieval._runner import plan_run
+    from omnieval._plan import plan_run
     from omnieval.core import OmnievalUserError
 
     cfg = media_run["result"].manifest.config

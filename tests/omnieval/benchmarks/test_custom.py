@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from omnieval import ConfigError, SuiteConfig, load_suite
-from omnieval._runner import builtin_specs, iter_records
+from omnieval._plan import builtin_specs, iter_records
 from omnieval.cli import main
 from omnieval.core import ImageContent, Record
 

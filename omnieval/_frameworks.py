@@ -1,0 +1,181 @@
+"""Framework tasks (lm-eval, lmms-eval, VLMEvalKit) inside a run: in the driver's interpreter on a thread, or in a
+framework client actor of their own interpreter on a node that has it; each result persisted whole as it arrives,
+a task that raised turned into its benchmark's error row."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import ray
+
+from omnieval._artifacts import (
+    BenchmarkProvenance,
+    ScoreRow,
+)
+from omnieval._placement import interpreter_nodes
+from omnieval._plan import _cfg
+from omnieval.core import GenerationOptions, PoolConfig, SuiteConfig
+
+if TYPE_CHECKING:
+    pass
+
+log = logging.getLogger("omnieval")
+
+
+def _fw_file(run_dir: Path, key: str, model: str) -> Path:
+    return run_dir / f"framework-{key.replace(':', '_').replace('/', '_')}-{model}.json"
+
+
+def _cache_path(suite: SuiteConfig) -> str | None:
+    if not suite.cache.enabled:
+        return None
+    from pool import default_cache_path
+
+    return suite.cache.path or str(default_cache_path())
+
+
+def _own_interpreter(suite: SuiteConfig, framework: str) -> bool:
+    env = suite.frameworks.get(framework)
+    return env is not None and bool(env.python)
+
+
+def _start_inline(suite: SuiteConfig, run_dir: Path) -> Any:
+    """The framework tasks of frameworks in the driver's own environment, in one driver thread (see
+    ``omnieval.adapters._inline``), started before Ray."""
+    from omnieval.adapters._inline import InlineRunner, InlineTask
+
+    tasks, env = [], {}
+    for b in suite.benchmarks:
+        if b.framework == "builtin" or _own_interpreter(suite, b.framework):
+            continue
+        fw_env = suite.frameworks.get(b.framework)
+        env.update(fw_env.env_vars if fw_env else {})
+        gen = GenerationOptions.model_validate({**suite.generation.model_dump(), **b.generation.as_dict()})
+        for m in suite.models:
+            if (b.models is not None and m.name not in b.models) or _fw_file(run_dir, b.key, m.name).exists():
+                continue
+            tasks.append(InlineTask(key=b.key, model=m.name, framework=b.framework, task=b.name,
+                                    options=dict(b.options), limit=b.limit, generation=gen))  # fmt: skip
+    return InlineRunner(tasks, pool_cfg=suite.pool, seed=suite.seed, cache_path=_cache_path(suite), env=env).start()
+
+
+def _start_frameworks(
+    suite: SuiteConfig, run_dir: Path, controller: Any, pool_cfg: PoolConfig, cache_path: str | None
+) -> list[tuple[str, str, Any]]:
+    """One framework client actor per (task, model) of a framework given its own interpreter, run there: on a node
+    that has that interpreter (checked on every node first; a node without it would never start the actor)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from omnieval.adapters._actor import FrameworkClient
+
+    refs: list[tuple[str, str, Any]] = []
+    hosts: dict[str, list[str]] = {}  # interpreter -> nodes that have it
+    for b in suite.benchmarks:
+        if b.framework == "builtin" or not _own_interpreter(suite, b.framework):
+            continue
+        env = suite.frameworks.get(b.framework)
+        runtime_env: dict[str, Any] = {}
+        if env is not None and env.python:
+            runtime_env["py_executable"] = env.python
+            if env.python not in hosts:
+                hosts[env.python] = interpreter_nodes(b.framework, env.python)
+        if env is not None and env.env_vars:
+            runtime_env["env_vars"] = dict(env.env_vars)
+        for m in suite.models:
+            if (b.models is not None and m.name not in b.models) or _fw_file(run_dir, b.key, m.name).exists():
+                continue
+            placed: dict[str, Any] = {}
+            if env is not None and env.python:  # spread over the nodes that have the interpreter
+                nodes = hosts[env.python]
+                placed["scheduling_strategy"] = NodeAffinitySchedulingStrategy(nodes[len(refs) % len(nodes)], soft=False)
+            actor = FrameworkClient.options(runtime_env=runtime_env or None, **placed).remote(  # type: ignore[attr-defined]
+                controller, pool_cfg, suite.seed, cache_path
+            )
+            gen = GenerationOptions.model_validate({**suite.generation.model_dump(), **b.generation.as_dict()})
+            opts = dict(b.options)
+            if isinstance(opts.get("data_files"), dict):  # actors may run elsewhere: ship absolute paths
+                opts["data_files"] = {k: str(Path(v).resolve()) for k, v in opts["data_files"].items()}
+            ref = actor.run.remote(b.framework, task=b.name, options=opts, model=m.name, limit=b.limit, generation=gen,
+                                   workdir=os.getcwd())  # fmt: skip
+            refs.append((b.key, m.name, ref))
+    return refs
+
+
+def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, str, Any]],
+                       inline: Any = None) -> list[Any]:  # fmt: skip
+    """Framework results, each persisted whole as it arrives (the driver thread's in their order, then the actors'
+    in completion order, so a resumed run does not redo a finished task), returned in suite order. A task that
+    raised becomes its benchmark's error row and is not persisted, so a resumed run retries it."""
+    from omnieval._stream import ray_wait_one
+    from omnieval.adapters import FrameworkResult
+
+    engines = {m.name: m.engine for m in suite.models}
+    got: dict[tuple[str, str], FrameworkResult] = {}
+
+    def settle(key: str, model: str, get: Any) -> None:
+        try:
+            res: FrameworkResult = get()
+        except Exception as e:  # noqa: BLE001 - one framework task's failure must not lose the suite's other results
+            res = framework_failure(key, model, _cfg(suite, key).framework, e)
+            log.error("%s", res.error)
+        else:
+            res.benchmark = res.benchmark or key
+            _fw_file(run_dir, key, model).write_text(res.model_dump_json())
+        for sc in res.scores:
+            sc.engine = engines[model]
+        got[(key, model)] = res
+
+    for t in inline.tasks if inline is not None else []:
+        settle(t.key, t.model, t.future.result)
+    pending = {ref: (k, m) for k, m, ref in refs}
+    while pending:
+        done = ray_wait_one(list(pending))
+        key, model = pending.pop(done)
+        settle(key, model, lambda ref=done: ray.get(ref))
+    out = []
+    for b in suite.benchmarks:
+        for m in suite.models:
+            path = _fw_file(run_dir, b.key, m.name)
+            if (b.key, m.name) in got:
+                out.append(got[(b.key, m.name)])
+            elif b.framework != "builtin" and path.exists():
+                out.append(FrameworkResult.model_validate_json(path.read_text()))
+    return out
+
+
+def framework_failure(key: str, model: str, framework: str, exc: BaseException) -> Any:
+    """A framework task that raised, as that benchmark's error row: one line (what, where, fix) instead of a
+    traceback that ends the run."""
+    from omnieval.adapters import FrameworkResult
+    from omnieval.core import user_message
+
+    cause = getattr(exc, "cause", None) or exc  # a RayTaskError wraps the actor's own exception
+    msg = user_message(cause) if isinstance(cause, Exception) else str(cause)
+    text = f"{type(cause).__name__}: {msg}".splitlines()[0][:500]
+    fix = "see the framework actor's log above"
+    low = text.lower()
+    if any(w in low for w in ("offline", "couldn't reach", "connectionerror", "dataset", "hub")):
+        fix = ("its dataset could not be loaded; run it on local files (options.data_files, or your own task "
+               "YAMLs in options.include_path) or allow downloads (unset HF_DATASETS_OFFLINE / HF_HUB_OFFLINE)")
+    line = f"{key} on {model} failed in its {framework} actor: {text} — fix: {fix}"
+    row = ScoreRow(model=model, benchmark=key, metric="error", value=None, num_samples=0, framework=framework,
+                   error=line)  # fmt: skip
+    return FrameworkResult(records=[], scores=[row], benchmark=key, error=line)
+
+
+def _framework_provenance(suite: SuiteConfig, results: list[Any]) -> list[BenchmarkProvenance]:
+    out = []
+    for b in suite.benchmarks:
+        if b.framework == "builtin":
+            continue
+        res = next((r for r in results if r.benchmark == b.key), None)
+        out.append(BenchmarkProvenance(
+            name=b.key, version=";".join(f"{k}={v}" for k, v in (res.versions if res else {}).items()) or "unknown",
+            framework=b.framework, task_type=b.name,
+            num_samples=len(res.records) if res else 0,
+            generation={**suite.generation.model_dump(), **b.generation.as_dict()}, metrics=[{"options": b.options}],
+        ))  # fmt: skip
+    return out
