@@ -31,6 +31,9 @@ class Engine(ABC):
 
     name: ClassVar[str]
     slots: int = 1
+    option_defaults: ClassVar[dict[str, Any]] = {}
+    """Every ``engine_kwargs`` key the engine takes, with its default (None: the engine's or server's own); the
+    README's engine-options list is checked against it, so neither can drift."""
     tp_kwarg: ClassVar[str | None] = None
     """The engine_kwargs key of its tensor-parallel degree (vLLM ``tensor_parallel_size``, SGLang ``tp_size``),
     filled from ``resources.tensor_parallel_size``; None: the engine uses the GPUs it sees as they are."""

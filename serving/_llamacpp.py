@@ -47,6 +47,8 @@ class LlamaCppEngine(ServerEngine):
     holds, so greedy outputs changed with what continuous batching and the prompt cache did; with it off (and the
     det2/det3 build) two runs of the quickstart gave identical predictions."""
 
+    option_defaults: ClassVar[dict[str, Any]] = _DEFAULTS
+
     name: ClassVar[str] = "llamacpp"
     score_dialect: ClassVar[Literal["vllm", "llamacpp", "sglang"] | None] = "llamacpp"
 

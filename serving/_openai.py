@@ -180,6 +180,8 @@ def _decode_text(raw: Any) -> str:
 class OpenAIEngine(Engine):
     """Talks ``/v1/chat/completions``; the server does the batching, we only keep many requests in flight."""
 
+    option_defaults: ClassVar[dict[str, Any]] = _DEFAULTS
+
     name: ClassVar[str] = "openai"
     dialect: ClassVar[Literal["openai", "vllm"]] = "openai"
     """Request extensions the server takes (see ``Endpoint.dialect``)."""

@@ -58,6 +58,8 @@ def server_flags(args: dict[str, Any]) -> list[str]:
 class SGLangEngine(ServerEngine):
     """SGLang's scheduler batches everything in flight (continuous batching with RadixAttention prefix reuse)."""
 
+    option_defaults: ClassVar[dict[str, Any]] = {**SERVER_ARGS, **OWN_OPTIONS}
+
     name: ClassVar[str] = "sglang"
     score_dialect: ClassVar[Literal["vllm", "llamacpp", "sglang"] | None] = "sglang"
     tp_kwarg: ClassVar[str | None] = "tp_size"

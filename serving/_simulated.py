@@ -163,6 +163,8 @@ class SimulatedEngine(Engine):
     ``output_tokens`` (fixed generation length; default: the request's ``max_tokens``).
     """
 
+    option_defaults: ClassVar[dict[str, Any]] = _DEFAULTS
+
     name: ClassVar[str] = "simulated"
 
     @classmethod

@@ -88,6 +88,8 @@ def take_batch(pending: deque[_Pending], max_batch: int) -> list[_Pending]:
 class TransformersEngine(Engine):
     """In-process Hugging Face model; loads a GGUF (de-quantized via ``gguf_file``) or an HF checkpoint dir/repo."""
 
+    option_defaults: ClassVar[dict[str, Any]] = _DEFAULTS
+
     name: ClassVar[str] = "transformers"
 
     @classmethod

@@ -126,6 +126,8 @@ def _installed_version() -> str | None:
 class VLLMEngine(ServerEngine):
     """Owns a ``vllm.entrypoints.openai.api_server`` process; vLLM's scheduler batches everything in flight."""
 
+    option_defaults: ClassVar[dict[str, Any]] = {**ENGINE_ARGS, **OWN_OPTIONS}
+
     name: ClassVar[str] = "vllm"
     score_dialect: ClassVar[Literal["vllm", "llamacpp", "sglang"] | None] = "vllm"
     tp_kwarg: ClassVar[str | None] = "tensor_parallel_size"

@@ -68,6 +68,8 @@ def audio_parts(messages: list[dict[str, Any]]) -> list[bytes]:
 class FasterWhisperEngine(Engine):
     """One ``WhisperModel`` per replica; a request's clips are transcribed in order and joined with a space."""
 
+    option_defaults: ClassVar[dict[str, Any]] = _DEFAULTS
+
     name: ClassVar[str] = "whisper"
 
     @classmethod

@@ -126,10 +126,9 @@ class ModelConfig(_Config):
     """Seconds a replica may take from deploy to serving: weights download (``hf`` sources) and engine start-up
     included. None: the pool's default (900 s)."""
     engine_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Engine options; unknown keys are errors. llamacpp: parallel, ctx_per_slot, threads, batch_size, flash_attn,
-    mmproj, nice, startup_timeout_s, timeout_s, extra_args; vllm: the AsyncEngineArgs fields listed in
-    ``serving/_vllm.py`` (enforce_eager, max_model_len, max_num_seqs, tensor_parallel_size, ...), any other under
-    ``engine_args`` (checked against the installed vLLM); openai: slots, timeout_s, max_connections."""
+    """Engine options; unknown keys are errors naming the allowed ones. Each engine's keys and defaults are its
+    ``option_defaults`` (listed in the README's "Engine options"); vLLM and SGLang take further server arguments
+    under ``engine_args`` / ``server_args``, checked against the installed server."""
     modalities: list[Literal["text", "image", "video", "audio"]] | None = None
     """Inputs the model accepts. None: what its engine declares for these weights (the checkpoint's config.json, a
     llama.cpp mmproj); set it for an external server or an architecture omnieval does not know. Checked against

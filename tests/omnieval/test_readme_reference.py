@@ -79,3 +79,20 @@ def test_the_check_catches_a_documented_key_that_does_not_exist() -> None:
     _walk(doc, SuiteConfig, "suite", problems)
     assert any("models.engine_kwargs_typo: documented in the README but not a field" in p for p in problems)
     assert any("pool.chunk_size: a field of PoolConfig missing" in p for p in problems)
+
+
+def test_every_engines_options_are_the_readmes_list() -> None:
+    """The README's engine-options list names exactly each registered engine's ``engine_kwargs`` keys: an option added
+    to an engine without a line here, or documented but gone, fails."""
+    from omnieval.core import ENGINES
+
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### Engine options (`engine_kwargs`)", 1)[1].split("\n## ", 1)[0]
+    documented = {}
+    for line in section.splitlines():
+        m = re.match(r"- `(\w+)` \(.*?\): (.*)$", line)
+        if m:
+            documented[m.group(1)] = re.findall(r"`(\w+)` = ", m.group(2))
+    assert set(documented) == set(ENGINES.names())
+    for name in ENGINES.names():
+        assert documented[name] == list(ENGINES.get(name).option_defaults), name
