@@ -29,6 +29,16 @@ def _postprocess_one(r: Record, fn: Any, name: str) -> None:
         r.error = RecordError(kind="postprocess", message=f"{name}: {e!r}")
 
 
+def mean_stderr(total: float, squares: float, n: int) -> float | None:
+    """Standard error of a per-sample mean on the 0-100 scale, from the running sum and sum of squares of ``n``
+    values (zeros for failed samples included): the sample standard deviation (n - 1) over sqrt(n), as lm-eval's
+    ``mean_stderr``. None below two samples."""
+    if n < 2:
+        return None
+    var = max(0.0, (squares - total * total / n) / (n - 1))
+    return 100.0 * math.sqrt(var / n)
+
+
 class BenchmarkScorer:
     """Scores one (model, benchmark) group a record at a time, so a run never holds the group to score it.
 
@@ -47,6 +57,7 @@ class BenchmarkScorer:
         self._post = get_postprocessor(spec.postprocessor)
         self._metrics = [(ms.name, make_metric(ms.name, **ms.settings)) for ms in spec.metrics]
         self._sums = {n: 0.0 for n, _ in self._metrics}
+        self._squares = {n: 0.0 for n, _ in self._metrics}  # for the mean's standard error
         self._strings: dict[str, tuple[list[str | None], list[Any]]] = {
             n: ([], []) for n, m in self._metrics if m.corpus_level
         }
@@ -69,10 +80,12 @@ class BenchmarkScorer:
             v = float(metric.score(pred, ref, r))
             r.metrics[name] = v
             self._sums[name] += v
+            self._squares[name] += v * v
 
     def rows(self) -> list[ScoreRow]:
         rows = []
         for name, metric in self._metrics:
+            stderr = None
             if not self.ok:
                 value = None
             elif name in self._strings:
@@ -80,12 +93,16 @@ class BenchmarkScorer:
                 value = metric.aggregate([], preds, refs)
             else:
                 value = 100.0 * self._sums[name] / self.ok
+                k = self.ok
                 if metric.higher_is_better:  # failed samples count as wrong (0)
                     value = value * self.ok / self.n
+                    k = self.n
+                stderr = mean_stderr(self._sums[name], self._squares[name], k)
             rows.append(
                 ScoreRow(
                     model=self.model, benchmark=self.spec.name, metric=name,
                     value=None if value is None or math.isnan(value) else round(value, 4),
+                    stderr=None if stderr is None else round(stderr, 4),
                     num_samples=self.n, num_errors=self.n - self.ok, engine=self.engine,
                     framework=self.spec.framework, modality=self.spec.modality,
                 )

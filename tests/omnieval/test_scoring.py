@@ -71,3 +71,27 @@ def test_every_sample_failed_scores_nothing() -> None:
         _fail(r)
     rows = score_benchmark(recs, spec, model="m", engine="x")
     assert [(s.value, s.num_errors) for s in rows] == [(None, 2)] * len(rows)
+
+
+def test_mean_metrics_carry_the_standard_error_lm_eval_and_a_textbook_give() -> None:
+    """The mean's standard error (sample sd with n - 1, over sqrt n, on 0-100), failed samples counted as 0 like the
+    value itself; equal to lm-eval's own ``mean_stderr`` on the same per-sample values. Corpus metrics have none yet."""
+    import math
+    import statistics
+
+    from lm_eval.api.metrics import mean_stderr
+
+    spec = get_benchmark("mmlu_tiny")
+    recs = _answered(spec.records(model="m", generation=GEN, limit=12), ["The answer is A."] * 12)
+    _fail(recs[3])
+    (row,) = score_benchmark(recs, spec, model="m", engine="x")
+    per_sample = [r.metrics.get("exact_match", 0.0) for r in recs]  # the failed one counts as 0
+    assert 0 < sum(per_sample) < len(per_sample)  # a mix of right and wrong, so the error is not 0
+    textbook = 100 * statistics.stdev(per_sample) / math.sqrt(len(per_sample))
+    assert row.stderr == pytest.approx(textbook, abs=1e-4)
+    assert row.stderr == pytest.approx(100 * mean_stderr(per_sample), abs=1e-4)
+    assert row.value == pytest.approx(100 * statistics.mean(per_sample), abs=1e-4)
+    bleu = get_benchmark("st_tiny")
+    rows = score_benchmark(_answered(bleu.records(model="m", generation=GEN, limit=2), ["a", "b"]), bleu, model="m",
+                           engine="x")  # fmt: skip
+    assert all(s.stderr is None for s in rows)  # corpus-level: no per-sample mean to take an error of
