@@ -1,7 +1,9 @@
 """``omnieval compare RUN_DIR...``: native vs verifier score across engines/frameworks and prompt conditions.
 
 The paper's Table 3 layout: one row per (benchmark, model, score kind), one column per (framework·engine, prompt),
-and a Δ column (max − min across columns) that shows how much the configuration moves each score.
+and a Δ column (max − min across columns) that shows how much the configuration moves each score. With exactly two
+runs, a paired table follows: per benchmark, B − A on the same samples with its 95 % interval and p-value
+(``omnieval._paired``), so a real difference can be told from noise.
 """
 
 from __future__ import annotations
@@ -68,6 +70,32 @@ def cli_main(argv: list[str]) -> int:
         delta = r["delta"]
         t.add_row(str(r["benchmark"]), str(r["model"]), str(r["score"]), *fmt, "—" if delta is None else f"{delta:.1f}")
     Console().print(t)
+    paired: list[dict[str, Any]] = []
+    if len(args.runs) == 2:
+        paired = paired_table(Path(args.runs[0]), Path(args.runs[1]))
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"columns": columns, "rows": rows}, indent=2))
+        Path(args.json_out).write_text(json.dumps({"columns": columns, "rows": rows, "paired": paired}, indent=2))
     return 0
+
+
+def paired_table(run_a: Path, run_b: Path) -> list[dict[str, Any]]:
+    """Print (and return) the paired comparison of two runs' Records."""
+    from dataclasses import asdict
+
+    from omnieval._artifacts import read_records
+    from omnieval._paired import paired_rows
+
+    rows = paired_rows(read_records(run_a), read_records(run_b))
+    t = Table(title=f"paired on the same samples: B ({run_b.name}) − A ({run_a.name}); * p < 0.05")
+    for c in ["benchmark", "metric", "n", "A", "B", "B − A", "95% CI", "p", "note"]:
+        t.add_column(c)
+
+    def f(v: float | None) -> str:
+        return "—" if v is None else f"{v:.1f}"
+
+    for r in rows:
+        ci = "—" if r.ci_low is None else f"[{r.ci_low:.1f}, {r.ci_high:.1f}]"
+        p = "—" if r.p_value is None else f"{r.p_value:.3g}{' *' if r.significant else ''}"
+        t.add_row(r.benchmark, r.metric or "—", str(r.n), f(r.mean_a), f(r.mean_b), f(r.diff), ci, p, r.note)
+    Console().print(t)
+    return [{**asdict(r), "significant": r.significant} for r in rows]

@@ -42,3 +42,65 @@ def test_every_verifier_row_is_shown_beside_the_native_metric(tmp_path, capsys, 
     lines = [ln for ln in capsys.readouterr().out.splitlines() if "gqa" in ln]
     assert [ln.split("│")[3].strip() for ln in lines] == ["Native", "Verifier", "Verifier prob"]
     assert "70.4" in lines[0] and "63.1" in lines[1] and "58.2" in lines[2]
+
+
+def _records(model: str, bench: str, values: list[float | None], metric: str = "exact_match") -> list:  # type: ignore[type-arg]
+    from omnieval.core import Record, RecordError
+
+    out = []
+    for i, v in enumerate(values):
+        r = Record(benchmark=bench, index=i, model=model, messages=[])
+        if v is None:  # a failed sample: no metric, counted as 0 like in the score
+            r.error = RecordError(kind="request_failed", message="x")
+        else:
+            r.metrics = {metric: v}
+        out.append(r)
+    return out
+
+
+def test_paired_difference_interval_and_p_value_match_scipy() -> None:
+    import math
+
+    from scipy import stats
+
+    from omnieval._paired import paired_rows
+
+    a = [1, 0, 1, 1, 0, 0, 1, 0, 1, 0, 0, 1, 1, 0, 0, 0]
+    b = [1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, None]  # the last one failed in B: 0
+    rows = paired_rows(_records("m1", "mmlu", a) + _records("m1", "odd", [1, 0]),
+                       _records("m2", "mmlu", b) + _records("m2", "odd", [1, 0, 1]))  # fmt: skip
+    by = {r.benchmark: r for r in rows}
+    xa, xb = [100.0 * x for x in a], [100.0 * (x or 0) for x in b]
+    d = [y - x for x, y in zip(xa, xb, strict=True)]
+    res = stats.ttest_rel(xb, xa)
+    ci = res.confidence_interval(0.95)
+    m = by["mmlu"]
+    assert (m.n, m.metric, m.note) == (16, "exact_match", "m1 → m2")
+    assert m.diff == sum(d) / 16 and m.mean_b - m.mean_a == m.diff
+    assert m.p_value == res.pvalue and m.significant == (res.pvalue < 0.05)
+    assert math.isclose(m.ci_low, ci.low) and math.isclose(m.ci_high, ci.high)
+    assert by["odd"].n == 0 and "cannot be paired: different samples (2 vs 3)" in by["odd"].note
+
+
+def test_compare_of_two_runs_prints_the_paired_table(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from omnieval._artifacts import RecordsWriter, write_manifest
+    from omnieval.compare import cli_main
+
+    dirs = []
+    for name, vals in (("a", [0, 0, 1, 0, 1, 0]), ("b", [1, 1, 1, 1, 1, 1])):
+        d = tmp_path / name
+        d.mkdir()
+        write_manifest(d, run("native", "llamacpp", 50.0, 50.0))
+        w = RecordsWriter(d)
+        for r in _records("m", "gqa", vals):
+            w.add(r)
+        w.close()
+        dirs.append(str(d))
+    monkeypatch.setenv("COLUMNS", "250")
+    assert cli_main([*dirs, "--json", str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr().out
+    assert "paired on the same samples" in out
+    (p,) = json.loads((tmp_path / "t.json").read_text())["paired"]
+    assert p["benchmark"] == "gqa" and p["n"] == 6 and abs(p["diff"] - 400 / 6) < 1e-9 and p["significant"] is True
