@@ -57,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("dashboard", help="serve or export the results dashboard", add_help=False)
     sub.add_parser("serve", help="run the remote job server", add_help=False)
     sub.add_parser("bench", help="throughput benchmarks", add_help=False)
-    sub.add_parser("compare", help="native-vs-verifier table across runs", add_help=False)
+    sub.add_parser("compare", help="native-vs-verifier table across runs; paired test of two runs", add_help=False)
+    sub.add_parser("export", help="a run's score rows as CSV, or its Records as JSON lines", add_help=False)
     return p
 
 
@@ -77,6 +78,7 @@ _PASSTHROUGH = {
     "serve": "omnieval.jobserver:cli_main",
     "bench": "omnieval.perf:cli_main",
     "compare": "omnieval.compare:cli_main",
+    "export": "omnieval._export:cli_main",
 }
 """Commands that parse their own arguments: the rest of argv goes to the package's ``cli_main``."""
 

@@ -104,3 +104,30 @@ def test_compare_of_two_runs_prints_the_paired_table(tmp_path, capsys, monkeypat
     assert "paired on the same samples" in out
     (p,) = json.loads((tmp_path / "t.json").read_text())["paired"]
     assert p["benchmark"] == "gqa" and p["n"] == 6 and abs(p["diff"] - 400 / 6) < 1e-9 and p["significant"] is True
+
+
+def test_export_csv_rows_and_jsonl_records_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import csv
+
+    from omnieval._artifacts import RecordsWriter, write_manifest
+    from omnieval.cli import main
+    from omnieval.core import Record
+
+    m = run("native", "llamacpp", 61.25, 50.0)
+    m.scores[0].stderr = 4.5
+    write_manifest(tmp_path, m)
+    w = RecordsWriter(tmp_path)
+    recs = _records("m", "gqa", [1, 0, None])
+    for r in recs:
+        w.add(r)
+    w.close()
+    assert main(["export", str(tmp_path), "--format", "csv", "--out", str(tmp_path / "s.csv")]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "s.csv")))
+    assert [(r["benchmark"], r["metric"], float(r["value"])) for r in rows] == [
+        (s.benchmark, s.metric, s.value) for s in m.scores
+    ]
+    assert rows[0]["stderr"] == "4.5" and rows[1]["stderr"] == "" and rows[0]["num_samples"] == "10"
+    assert main(["export", str(tmp_path), "--format", "jsonl"]) == 0
+    back = [Record.model_validate_json(x) for x in (tmp_path / "export.jsonl").read_text().splitlines()]
+    assert back == recs
+    assert main(["export", str(tmp_path / "nope"), "--format", "csv"]) == 2  # not an artifact: one-line error, exit 2
