@@ -185,7 +185,7 @@ def run_suite(
                 log.warning("pool release failed: %r", e)
     timings["total_s"] = time.monotonic() - t_start
     manifest.timings = timings
-    manifest.status = outcome(manifest)
+    manifest.status = outcome(manifest, suite.fail_on.error_rate)
     write_manifest(run_dir, manifest)
     _upload(run_dir, manifest)
     return RunResult(run_dir=run_dir, manifest=manifest)
@@ -394,9 +394,10 @@ def _finalize(
     manifest.benchmarks += _framework_provenance(suite, fw_results)
 
 
-def outcome(manifest: RunManifest) -> Literal["completed", "partial", "failed"]:
-    """``completed``, or by the documented rule: a benchmark whose every sample failed (or that failed whole) is a
-    failed benchmark; the run is ``partial`` when some benchmark failed and ``failed`` when all did (exit 1 both)."""
+def outcome(manifest: RunManifest, error_rate: float | None = None) -> Literal["completed", "partial", "failed"]:
+    """``completed``, or by the documented rule: a benchmark that failed whole, or whose every sample failed (with
+    ``fail_on.error_rate``: whose share of failed samples is above it), is a failed benchmark; the run is
+    ``partial`` when some benchmark failed and ``failed`` when all did (exit 1 both)."""
     by_bench: dict[tuple[str, str], list[ScoreRow]] = {}
     for row in manifest.scores:
         by_bench.setdefault((row.model, row.benchmark.split("/")[0]), []).append(row)
@@ -411,6 +412,12 @@ def outcome(manifest: RunManifest) -> Literal["completed", "partial", "failed"]:
             for r in rows:
                 r.error = (f"{bench} on {model}: every one of its {top.num_samples} samples failed (their errors are "
                            "in records.parquet) — fix the engine or endpoint and run the suite again")  # fmt: skip
+        elif error_rate is not None and top.num_samples and top.num_errors / top.num_samples > error_rate:
+            failed += 1
+            for r in rows:
+                r.error = (f"{bench} on {model}: {top.num_errors} of its {top.num_samples} samples failed, above "
+                           f"fail_on.error_rate {error_rate:g} (their errors are in records.parquet) — fix the engine "
+                           "or endpoint and run the suite again")  # fmt: skip
     if not failed:
         return "completed"
     if failed == len(by_bench):

@@ -511,6 +511,14 @@ class OutputConfig(_Config):
     """Directory under which each run writes its artifact directory."""
 
 
+class FailOnConfig(_Config):
+    """When a run counts as failed (``partial`` or ``failed``, exit 1, a FAILED Ray job)."""
+
+    error_rate: float | None = Field(default=None, ge=0.0, lt=1.0)
+    """A benchmark with a larger share of failed samples is a failed benchmark (0.0: any failed sample fails it).
+    None: only a benchmark whose every sample failed (or a framework task that failed whole)."""
+
+
 class SuiteConfig(_Config):
     """A complete evaluation: exported as JSON Schema by ``omnieval schema``."""
 
@@ -536,6 +544,8 @@ class SuiteConfig(_Config):
     """Per-framework environment of its client actors, keyed by framework name."""
     seed: int = 0
     """Global seed (routing, sampling)."""
+    fail_on: FailOnConfig = Field(default_factory=FailOnConfig)
+    """What makes a benchmark, and so the run, failed."""
 
     @model_validator(mode="after")
     def _check(self) -> SuiteConfig:
