@@ -37,22 +37,32 @@ N = 6  # samples per benchmark: 12 requests one at a time, so the stop and the k
 def two_nodes() -> Iterator[dict[str, Any]]:
     """A head (2 CPUs, no GPU) with a dashboard for the job API, and a worker node declaring one GPU."""
     require_engine()
-    dash = free_port()
+    if ray.is_initialized():  # an earlier test's in-process Ray must not be the one this test talks to
+        ray.shutdown()
     cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 2, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": dash,
+        "num_cpus": 2, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": free_port(),
     })  # fmt: skip
     gpu_node = cluster.add_node(num_cpus=1, num_gpus=1)
     try:
+        ray.init(address=cluster.address, namespace="omnieval", log_to_driver=False, logging_level="WARNING")
+        logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs"
+        from ray._private.services import get_webui_url_from_internal_kv
 
         def job_api_up() -> bool:
+            url = get_webui_url_from_internal_kv()  # where the head's dashboard really serves, once it registered
             try:
-                return httpx.get(f"http://127.0.0.1:{dash}/api/version", timeout=2).status_code == 200
+                # the jobs list, not /api/version: that answers before the job module (and its agent) can take a job
+                return bool(url) and httpx.get(f"http://{url}/api/jobs/", timeout=5).status_code == 200
             except httpx.TransportError:
                 return False
 
-        wait_until(job_api_up, 180, "the dashboard's job API")
-        ray.init(address=cluster.address, namespace="omnieval", log_to_driver=False, logging_level="WARNING")
-        yield {"cluster": cluster, "gpu_node": gpu_node.node_id, "dashboard": f"http://127.0.0.1:{dash}"}
+        try:
+            wait_until(job_api_up, 300, "the dashboard's job API")
+            dashboard = f"http://{get_webui_url_from_internal_kv()}"
+        except TimeoutError as e:  # say why: the dashboard's own log
+            tail = "".join((logs / f).read_text()[-1500:] for f in ("dashboard.log", "dashboard.err") if (logs / f).exists())
+            raise TimeoutError(f"{e}\n{tail}") from None
+        yield {"cluster": cluster, "gpu_node": gpu_node.node_id, "dashboard": dashboard}
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -65,12 +75,19 @@ def _ray(dashboard: str, *args: str, timeout: float = 120) -> subprocess.Complet
 
 
 def _submit(dashboard: str, workdir: Path, *omnieval_args: str, wait: bool = False) -> tuple[str, str]:
-    p = _ray(dashboard, "job", "submit", "--address", dashboard, "--working-dir", str(workdir),
-             *([] if wait else ["--no-wait"]), "--", sys.executable, "-m", "omnieval", *omnieval_args,
-             timeout=900)  # fmt: skip
-    out = p.stdout + p.stderr
-    job_id = next(w for w in out.replace("'", " ").split() if w.startswith("raysubmit_"))
-    return job_id, out
+    """``ray job submit``; a submission the job server refused outright (its agent still starting on a loaded
+    machine) is sent again, three tries at most: the job itself is never retried, it was never created."""
+    out = ""
+    for _ in range(3):
+        p = _ray(dashboard, "job", "submit", "--address", dashboard, "--working-dir", str(workdir),
+                 *([] if wait else ["--no-wait"]), "--", sys.executable, "-m", "omnieval", *omnieval_args,
+                 timeout=900)  # fmt: skip
+        out = p.stdout + p.stderr
+        ids = [w for w in out.replace("'", " ").split() if w.startswith("raysubmit_")]
+        if ids:
+            return ids[0], out
+        wait_until(lambda: httpx.get(dashboard + "/api/jobs/", timeout=5).status_code == 200, 60, "the job API")
+    raise AssertionError(f"ray job submit to {dashboard} gave no job id three times:\n{out[-3000:]}")
 
 
 def _driver_pids(needle: str) -> list[int]:
