@@ -33,6 +33,17 @@ BINDIR = os.path.dirname(sys.executable)
 N = 6  # samples per benchmark: 12 requests one at a time, so the stop and the kill land mid-run
 
 
+def _auth() -> dict[str, str]:
+    """The dashboard's token header when Ray runs with token auth: Ray 2.60 switches it on for the whole process at the
+    first local ``ray.init()`` (``RAY_AUTH_MODE=token``, token in ``~/.ray/auth_token``), so a cluster started after an
+    earlier test's local Ray answers 401 without it. The ``ray`` CLI finds the token the same way by itself."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        return {}
+    token = os.environ.get("RAY_AUTH_TOKEN") or Path(
+        os.environ.get("RAY_AUTH_TOKEN_PATH", "~/.ray/auth_token")).expanduser().read_text().strip()  # fmt: skip
+    return {"Authorization": f"Bearer {token}"}
+
+
 @pytest.fixture
 def two_nodes() -> Iterator[dict[str, Any]]:
     """A head (2 CPUs, no GPU) with a dashboard for the job API, and a worker node declaring one GPU."""
@@ -52,14 +63,14 @@ def two_nodes() -> Iterator[dict[str, Any]]:
             url = get_webui_url_from_internal_kv()  # where the head's dashboard really serves, once it registered
             try:
                 # the jobs list, not /api/version: that answers before the job module (and its agent) can take a job
-                return bool(url) and httpx.get(f"http://{url}/api/jobs/", timeout=5).status_code == 200
+                return bool(url) and httpx.get(f"http://{url}/api/jobs/", timeout=5, headers=_auth()).status_code == 200
             except httpx.TransportError:
                 return False
 
         try:
             wait_until(job_api_up, 300, "the dashboard's job API")
             dashboard = f"http://{get_webui_url_from_internal_kv()}"
-        except TimeoutError as e:  # say why: the dashboard's own log
+        except TimeoutError as e:  # say why: the dashboard's own log (a 401 there is a token the test lacks)
             tail = "".join((logs / f).read_text()[-1500:] for f in ("dashboard.log", "dashboard.err") if (logs / f).exists())
             raise TimeoutError(f"{e}\n{tail}") from None
         yield {"cluster": cluster, "gpu_node": gpu_node.node_id, "dashboard": dashboard}
@@ -86,7 +97,8 @@ def _submit(dashboard: str, workdir: Path, *omnieval_args: str, wait: bool = Fal
         ids = [w for w in out.replace("'", " ").split() if w.startswith("raysubmit_")]
         if ids:
             return ids[0], out
-        wait_until(lambda: httpx.get(dashboard + "/api/jobs/", timeout=5).status_code == 200, 60, "the job API")
+        wait_until(lambda: httpx.get(dashboard + "/api/jobs/", timeout=5, headers=_auth()).status_code == 200, 60,
+                   "the job API")  # fmt: skip
     raise AssertionError(f"ray job submit to {dashboard} gave no job id three times:\n{out[-3000:]}")
 
 

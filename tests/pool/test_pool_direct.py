@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import ray
 from ray import serve
+from testlib.pool import stop_pool
 from testlib.ray_head import wait_until
 
 from omnieval.core import GenerationOptions, ModelConfig, PoolConfig
@@ -33,9 +34,7 @@ def controller() -> Iterator[Any]:
     try:
         yield ctl
     finally:
-        ray.get(ctl.shutdown.remote(), timeout=60)
-        serve.shutdown()
-        ray.shutdown()
+        stop_pool(ctl)
 
 
 def _request(i: int) -> tuple[GenerationRequest, RoutingRequest]:

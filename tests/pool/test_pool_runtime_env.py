@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import ray
 from ray import serve
+from testlib.pool import stop_pool
 
 from cluster import connect, replica_runtime_env, runtime_env_of
 from omnieval.core import ModelConfig, OmnievalUserError, RayConfig
@@ -45,9 +46,7 @@ def ray_with_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     try:
         yield ctl
     finally:
-        ray.get(ctl.shutdown.remote(), timeout=60)
-        serve.shutdown()
-        ray.shutdown()
+        stop_pool(ctl)
 
 
 @pytest.mark.ray
