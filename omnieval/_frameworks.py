@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 
@@ -18,9 +18,6 @@ from omnieval._artifacts import (
 from omnieval._placement import interpreter_nodes
 from omnieval._plan import _cfg
 from omnieval.core import GenerationOptions, PoolConfig, SuiteConfig
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("omnieval")
 

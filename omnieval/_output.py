@@ -12,15 +12,12 @@ relative ``output.dir`` would put the artifact there and lose it. Such a run is 
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from cluster import job_working_dir
 from omnieval.core import OmnievalUserError, cache_dir
-
-log = logging.getLogger("omnieval")
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,11 @@ framework actors on nodes that have their interpreter (``cluster.nodes_with_path
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 
 from omnieval.core import OmnievalUserError
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("omnieval")
 

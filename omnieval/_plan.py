@@ -4,14 +4,13 @@ read; bad input fails here, before a run directory exists or Ray starts."""
 
 from __future__ import annotations
 
-import logging
 import os
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omnieval._artifacts import (
     RunManifest,
@@ -24,11 +23,6 @@ from omnieval._output import resolve_output_dir
 from omnieval._provenance import git_commit, package_versions
 from omnieval.benchmarks import BenchmarkSpec, custom_spec, get_benchmark
 from omnieval.core import OmnievalUserError, Record, SuiteConfig
-
-if TYPE_CHECKING:
-    pass
-
-log = logging.getLogger("omnieval")
 
 
 def new_run_id(suite: SuiteConfig) -> str:
