@@ -73,6 +73,9 @@ class BenchmarkProvenance(_Model):
     """Generation options used for the benchmark."""
 
 
+StderrMethod = Literal["mean", "clustered", "bootstrap", "cluster_bootstrap", "framework"]
+
+
 class ScoreRow(_Model):
     model: str
     """Suite model name."""
@@ -93,7 +96,17 @@ class ScoreRow(_Model):
     modality: str = "text"
     """Modality of the benchmark."""
     stderr: float | None = None
-    """Standard error of ``value`` on the same scale, where the framework computes one (lm-eval, lmms-eval)."""
+    """Standard error of ``value`` on the same scale; None where none can be computed (under two samples or units,
+    a framework that gives none)."""
+    stderr_method: StderrMethod | None = None
+    """How ``stderr`` was computed: the mean's (sd/√n), ``clustered`` on ``cluster_by`` units, ``bootstrap`` over
+    samples (corpus metrics: BLEU, chrF, WER), ``cluster_bootstrap`` over units (judged aggregates), or the
+    framework's own (lm-eval, lmms-eval)."""
+    num_clusters: int | None = None
+    """Units the error was clustered on (the benchmark's ``cluster_by``); None when samples are independent."""
+    scale: float = 1.0
+    """``value`` is this times the metric's own convention: 100 for 0–1 metrics (accuracy, exact match, WER), 1 for
+    those already on 0–100 (BLEU, chrF) or on their own scale (a judge's 0–10); exports to other tools divide by it."""
     error: str | None = None
     """Why the benchmark produced no score at all (a framework task that failed whole): what, where, fix."""
 
@@ -159,6 +172,11 @@ def _atomic_write(path: Path, write: Any) -> None:
 def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
     """Atomic write: a crash mid-write never leaves a truncated manifest."""
     _atomic_write(Path(run_dir) / MANIFEST, lambda tmp: tmp.write_text(manifest.model_dump_json(indent=2)))
+
+
+def framework_result_path(run_dir: Path, key: str, model: str) -> Path:
+    """Where a framework task's whole result (its records, rows and the framework's own results block) is kept."""
+    return Path(run_dir) / f"framework-{key.replace(':', '_').replace('/', '_')}-{model}.json"
 
 
 def read_manifest(run_dir: Path) -> RunManifest:

@@ -1,5 +1,8 @@
-"""``omnieval export RUN_DIR --format csv|jsonl``: a run's results for tools that do not read omnieval's artifact.
+"""``omnieval export RUN_DIR --format lm-eval|csv|jsonl``: a run's results for tools that do not read omnieval's
+artifact.
 
+``lm-eval``: lm-eval's own ``results_<date>.json`` and ``samples_<task>_<date>.jsonl`` per model (see
+``omnieval._export_lmeval``), in a directory.
 ``csv``: one line per score row (model, benchmark, metric, value, stderr, samples, errors, engine, framework,
 modality, error), the spreadsheet view of the run's table. ``jsonl``: every Record as one JSON line, in key order.
 """
@@ -13,12 +16,17 @@ from pathlib import Path
 
 from omnieval._artifacts import ScoreRow, read_manifest, read_records
 
-FORMATS = ("csv", "jsonl")
+FORMATS = ("lm-eval", "csv", "jsonl")
 CSV_FIELDS = list(ScoreRow.model_fields)
 
 
 def export(run_dir: Path, fmt: str, out: Path) -> Path:
-    """Write the run's ``fmt`` export to ``out`` (a file); returns it."""
+    """Write the run's ``fmt`` export to ``out`` (a file; a directory for ``lm-eval``); returns it."""
+    if fmt == "lm-eval":
+        from omnieval._export_lmeval import export_lmeval
+
+        export_lmeval(run_dir, out)
+        return out
     out.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "csv":
         rows = read_manifest(run_dir).scores
@@ -40,11 +48,13 @@ def cli_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="omnieval export", description=__doc__)
     p.add_argument("run", help="run artifact directory")
     p.add_argument("--format", choices=FORMATS, required=True)
-    p.add_argument("--out", help="output file (default: <run>/export.<format>)")
+    p.add_argument("--out", help="output file, a directory for lm-eval (default: <run>/export.<format>, "
+                   "<run>/export-lm-eval/)")
     args = p.parse_args(argv)
     run = Path(args.run)
     if not (run / "manifest.json").exists():
         raise OmnievalUserError(f"{run} is not a run artifact (no manifest.json); give the directory `omnieval run` printed")
-    out = export(run, args.format, Path(args.out) if args.out else run / f"export.{args.format}")
+    default = run / ("export-lm-eval" if args.format == "lm-eval" else f"export.{args.format}")
+    out = export(run, args.format, Path(args.out) if args.out else default)
     print(out, file=sys.stdout)
     return 0

@@ -11,10 +11,8 @@ from typing import Any
 
 import ray
 
-from omnieval._artifacts import (
-    BenchmarkProvenance,
-    ScoreRow,
-)
+from omnieval._artifacts import BenchmarkProvenance, ScoreRow
+from omnieval._artifacts import framework_result_path as _fw_file
 from omnieval._placement import interpreter_nodes
 from omnieval._plan import _cfg
 from omnieval.core import GenerationOptions, PoolConfig, SuiteConfig
@@ -22,8 +20,6 @@ from omnieval.core import GenerationOptions, PoolConfig, SuiteConfig
 log = logging.getLogger("omnieval")
 
 
-def _fw_file(run_dir: Path, key: str, model: str) -> Path:
-    return run_dir / f"framework-{key.replace(':', '_').replace('/', '_')}-{model}.json"
 
 
 def _cache_path(suite: SuiteConfig) -> str | None:

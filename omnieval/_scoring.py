@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omnieval._artifacts import ScoreRow
+from omnieval._artifacts import ScoreRow, StderrMethod
 from omnieval.benchmarks import BenchmarkSpec
 from omnieval.core import Record, RecordError
+from omnieval.metrics import bootstrap_stderr, clustered_stderr_from_sums, mean_stderr
+
+if TYPE_CHECKING:
+    from omnieval.metrics import Metric
 
 
 def postprocess(records: list[Record], spec: BenchmarkSpec) -> None:
@@ -27,16 +31,6 @@ def _postprocess_one(r: Record, fn: Any, name: str) -> None:
         r.output.text.prediction_postprocessed = [fn(p, r) for p in r.output.text.prediction]
     except Exception as e:  # noqa: BLE001 - one bad sample must not lose the others
         r.error = RecordError(kind="postprocess", message=f"{name}: {e!r}")
-
-
-def mean_stderr(total: float, squares: float, n: int) -> float | None:
-    """Standard error of a per-sample mean on the 0-100 scale, from the running sum and sum of squares of ``n``
-    values (zeros for failed samples included): the sample standard deviation (n - 1) over sqrt(n), as lm-eval's
-    ``mean_stderr``. None below two samples."""
-    if n < 2:
-        return None
-    var = max(0.0, (squares - total * total / n) / (n - 1))
-    return 100.0 * math.sqrt(var / n)
 
 
 class BenchmarkScorer:
@@ -61,6 +55,8 @@ class BenchmarkScorer:
         self._strings: dict[str, tuple[list[str | None], list[Any]]] = {
             n: ([], []) for n, m in self._metrics if m.corpus_level
         }
+        self._cluster_of: list[str] = []  # each sample's unit, when the benchmark clusters (cluster_by)
+        self._cluster_sums: dict[str, dict[str, list[float]]] = {n: {} for n, _ in self._metrics}  # unit -> [sum, k]
         self.n = 0
         self.ok = 0
 
@@ -69,10 +65,14 @@ class BenchmarkScorer:
         self.n += 1
         _postprocess_one(r, self._post, self.spec.postprocessor)
         failed = r.error is not None or r.output is None
+        unit = self._unit(r)
         for preds, refs in self._strings.values():
             preds.append(None if failed else r.prediction_postprocessed)  # None: scored as the empty string
             refs.append(r.label)
         if failed:
+            for name, metric in self._metrics:  # a failed sample is a 0 in its unit where failures count as wrong
+                if unit is not None and metric.higher_is_better and name not in self._strings:
+                    self._cluster_sums[name].setdefault(unit, [0.0, 0])[1] += 1
             return
         self.ok += 1
         pred, ref = r.prediction_postprocessed, r.label
@@ -81,33 +81,76 @@ class BenchmarkScorer:
             r.metrics[name] = v
             self._sums[name] += v
             self._squares[name] += v * v
+            if unit is not None:
+                acc = self._cluster_sums[name].setdefault(unit, [0.0, 0])
+                acc[0] += v
+                acc[1] += 1
+
+    def _unit(self, r: Record) -> str | None:
+        key = self.spec.cluster_by
+        if key is None:
+            return None
+        if key not in r.meta:
+            raise ValueError(f"{self.spec.name}: cluster_by {key!r} is not in sample {r.index}'s meta")
+        unit = str(r.meta[key])
+        self._cluster_of.append(unit)
+        return unit
 
     def rows(self) -> list[ScoreRow]:
         rows = []
         for name, metric in self._metrics:
-            stderr = None
+            stderr: float | None = None
+            method: StderrMethod | None = None
+            scale = 100.0
             if not self.ok:
                 value = None
             elif name in self._strings:
                 preds, refs = self._strings[name]  # corpus aggregates read predictions and references only
                 value = metric.aggregate([], preds, refs)
+                stderr, method = self._corpus_stderr(metric, preds, refs)
+                scale = metric.scale
             else:
                 value = 100.0 * self._sums[name] / self.ok
                 k = self.ok
                 if metric.higher_is_better:  # failed samples count as wrong (0)
                     value = value * self.ok / self.n
                     k = self.n
-                stderr = mean_stderr(self._sums[name], self._squares[name], k)
+                if self.spec.cluster_by is not None:
+                    se = clustered_stderr_from_sums([(a, int(b)) for a, b in self._cluster_sums[name].values()])
+                    method = "clustered"
+                else:
+                    se, method = mean_stderr(self._sums[name], self._squares[name], k), "mean"
+                stderr = None if se is None else 100.0 * se
             rows.append(
                 ScoreRow(
                     model=self.model, benchmark=self.spec.name, metric=name,
                     value=None if value is None or math.isnan(value) else round(value, 4),
                     stderr=None if stderr is None else round(stderr, 4),
+                    stderr_method=method if stderr is not None else None,
+                    num_clusters=len(set(self._cluster_of)) if self.spec.cluster_by else None, scale=scale,
                     num_samples=self.n, num_errors=self.n - self.ok, engine=self.engine,
                     framework=self.spec.framework, modality=self.spec.modality,
                 )
             )  # fmt: skip
         return rows
+
+    def _corpus_stderr(
+        self, metric: Metric, preds: list[str | None], refs: list[Any]
+    ) -> tuple[float | None, StderrMethod]:
+        """Bootstrap over samples (lm-eval's draws), or over units when the benchmark clusters."""
+        if self.spec.cluster_by is None:
+            pairs = list(zip(preds, refs, strict=True))
+            f = lambda xs: metric.aggregate([], [p for p, _ in xs], [r for _, r in xs])  # noqa: E731
+            return bootstrap_stderr(f, pairs), "bootstrap"
+        units: dict[str, list[tuple[str | None, Any]]] = defaultdict(list)
+        for u, p, r in zip(self._cluster_of, preds, refs, strict=True):
+            units[u].append((p, r))
+
+        def over_units(chosen: list[list[tuple[str | None, Any]]]) -> float:
+            flat = [x for unit in chosen for x in unit]
+            return metric.aggregate([], [p for p, _ in flat], [r for _, r in flat])
+
+        return bootstrap_stderr(over_units, list(units.values())), "cluster_bootstrap"
 
 
 def score_benchmark(records: list[Record], spec: BenchmarkSpec, *, model: str, engine: str) -> list[ScoreRow]:
@@ -143,18 +186,59 @@ def score_judged(
     for i, r in enumerate(scored):  # the judge module returns copies: write results back in place
         records[i].metrics, records[i].meta, records[i].error = r.metrics, r.meta, r.error
     n_err = sum(1 for r in records if r.error is not None)
+    values = aggregate(records)
+    errors, method, units = judged_stderrs(records, spec, aggregate, [k for k in values if not k.startswith("n_")])
     return [
         ScoreRow(
             model=model,
             benchmark=spec.name,
             metric=name,
             value=None if math.isnan(v) else round(v, 4),
+            stderr=None if errors.get(name) is None or math.isnan(v) else round(errors[name], 4),  # type: ignore[arg-type]
+            stderr_method=method if errors.get(name) is not None and not math.isnan(v) else None,
+            num_clusters=units,
             num_samples=len(records),
             num_errors=n_err,
             engine=engine,
             framework=spec.framework,
             modality=spec.modality,
         )  # fmt: skip
-        for name, v in aggregate(records).items()
+        for name, v in values.items()
         if not name.startswith("n_")
     ]
+
+
+JUDGED_BOOTSTRAP_ITERS = 1000
+
+
+def judged_stderrs(
+    records: list[Record], spec: BenchmarkSpec, aggregate: Any, names: list[str]
+) -> tuple[dict[str, float | None], StderrMethod, int | None]:
+    """Standard errors of a judged benchmark's aggregates (weighted tiers, sub-task means): not plain means, so each
+    is bootstrapped, resampling whole units (``cluster_by``: a conversation's turns share its history) or samples.
+    Returns the errors by name, the method and the number of units."""
+    if spec.cluster_by is not None:
+        units: dict[str, list[Record]] = defaultdict(list)
+        for r in records:
+            units[str(r.meta.get(spec.cluster_by))].append(r)
+        items: list[Any] = list(units.values())
+        method: StderrMethod = "cluster_bootstrap"
+        n_units: int | None = len(units)
+    else:
+        items, method, n_units = [[r] for r in records], "bootstrap", None
+    if len(items) < 2:
+        return {}, method, n_units
+    reps: dict[str, list[float]] = {n: [] for n in names}
+
+    def stat(chosen: list[list[Record]]) -> float:
+        agg = aggregate([r for unit in chosen for r in unit])
+        for n in names:
+            v = agg.get(n, math.nan)
+            if not math.isnan(v):
+                reps[n].append(v)
+        return 0.0
+
+    from omnieval.metrics import bootstrap_replicates, sample_stddev
+
+    bootstrap_replicates(stat, items, JUDGED_BOOTSTRAP_ITERS)  # every aggregate from the same resamples
+    return {n: sample_stddev(v) if len(v) >= 2 else None for n, v in reps.items()}, method, n_units

@@ -91,7 +91,8 @@ def harness_rows(
             se = _num(block.get(f"{metric}_stderr,{filt}"))
             rows.append(ScoreRow(
                 model=model, benchmark=bench, metric=f"{metric}/{filt}", value=round(scale * float(value), 4),
-                stderr=None if se is None else round(scale * se, 4), num_samples=n, num_errors=n_err,
+                stderr=None if se is None else round(scale * se, 4), num_samples=n, num_errors=n_err, scale=scale,
+                stderr_method=None if se is None else "framework",
                 framework=framework, modality=modality,
             ))  # fmt: skip
     return rows

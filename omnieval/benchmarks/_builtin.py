@@ -44,6 +44,7 @@ def _egomem(split: str) -> BenchmarkSpec:
         data_file="egomem_sample", loader="", records_fn="omnieval.benchmarks._judged:egomem",
         prompt_template="", uniform_prompt_template="", postprocessor="strip", metrics=(),
         judge_module="omnieval.benchmarks.egomem", options={"split": split}, generation={"max_tokens": 128},
+        cluster_by="sample_meta",
         description=f"EgoMem ({split}): turn-by-turn audio dialogue with memory, judge-scored [fact, answer]",
     )  # fmt: skip
 
@@ -53,7 +54,7 @@ OMNIASSIST = BenchmarkSpec(
     data_file="omniassist_sample", loader="", records_fn="omnieval.benchmarks._judged:omniassist",
     prompt_template="", uniform_prompt_template="", postprocessor="strip", metrics=(),
     judge_module="omnieval.benchmarks.omniassist", options={"mode": "common"}, sequential_turns=True,
-    generation={"max_tokens": 128},
+    generation={"max_tokens": 128}, cluster_by="interaction_id",
     description="OmniAssistBench: multi-turn video+audio assistant, 2 tiers/7 tasks/16 sub-tasks, 0-5 rubric",
 )  # fmt: skip
 

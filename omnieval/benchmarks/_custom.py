@@ -90,7 +90,7 @@ class CustomBenchmarkSpec(BenchmarkSpec):
                 benchmark=self.name, index=i, model=model, sample_id=s["id"],
                 messages=[*history, Message(role="user", content=[*s["media"], text])],
                 generation_options=gen, label=s["label"], options=s["choices"],
-                meta={"prompt": prompt, "row": n},
+                meta={"prompt": prompt, "row": n, **({"cluster": s["cluster"]} if d.fields.cluster else {})},
             )  # fmt: skip
 
 
@@ -112,7 +112,7 @@ def custom_spec(cfg: BenchmarkConfig) -> CustomBenchmarkSpec:
         template_format="jinja", system_prompt=d.system_prompt,
         postprocessor=d.postprocessor or (kind.postprocessor if kind else "strip"), metrics=metrics,
         generation=d.generation.as_dict(), description=d.description or f"suite-defined over {Path(d.data).name}",
-        definition=d,
+        cluster_by="cluster" if d.fields.cluster else None, definition=d,
     )  # fmt: skip
 
 
@@ -384,12 +384,16 @@ def _sample(d: BenchmarkDefinition, row: dict[str, Any], n: int, where: str) -> 
         variables["choices"] = choices
         variables["options"] = options_block(choices)
     sid = _column(row, f.id, "id", where) if f.id else None
+    cluster = _column(row, f.cluster, "cluster", where) if f.cluster else None
+    if f.cluster and (cluster is None or cluster == ""):
+        raise DefinitionError(f"{where}: empty cluster column {f.cluster!r}; name the row's unit or drop fields.cluster")
     return {
         "vars": variables,
         "label": label,
         "choices": choices,
         "media": media,
         "id": None if sid is None else str(sid),
+        "cluster": None if cluster is None else str(cluster),
         "where": where,
     }
 

@@ -70,6 +70,9 @@ class BenchmarkSpec(BaseModel):
     """Module with ``score_records(records, judge)`` and ``aggregate(records)`` for judge-scored (rubric) benchmarks."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Default keyword options for ``records_fn`` (split, mode, condition, ...)."""
+    cluster_by: str | None = None
+    """``Record.meta`` key naming the unit samples share (a conversation, an episode, a document): their outcomes are
+    correlated, so standard errors are clustered on it rather than treating every sample as independent."""
     sequential_turns: bool = False
     """Turn k of a conversation needs the model's own answers to turns < k (run in waves)."""
 

@@ -189,6 +189,9 @@ class FieldMap(_Config):
     """Column with a video path or URL, or a list of them."""
     audio: str | None = None
     """Column with an audio path or URL, or a list of them."""
+    cluster: str | None = None
+    """Column naming the unit a row belongs to (a document, a conversation, a video): rows of one unit are not
+    independent, so standard errors are clustered on it."""
 
 
 class BenchmarkDefinition(_Config):

@@ -10,6 +10,14 @@ from typing import Any
 
 from omnieval.core import Registry
 from omnieval.metrics._base import Metric
+from omnieval.metrics._stderr import (
+    bootstrap_replicates,
+    bootstrap_stderr,
+    clustered_stderr,
+    clustered_stderr_from_sums,
+    mean_stderr,
+    sample_stddev,
+)
 
 METRICS: Registry[type[Metric]] = Registry(
     "metric",
@@ -29,4 +37,14 @@ def make_metric(name: str, **settings: Any) -> Metric:
     return METRICS.get(name)(**settings)
 
 
-__all__ = ["METRICS", "Metric", "make_metric"]
+__all__ = [
+    "METRICS",
+    "Metric",
+    "bootstrap_replicates",
+    "bootstrap_stderr",
+    "clustered_stderr",
+    "clustered_stderr_from_sums",
+    "make_metric",
+    "mean_stderr",
+    "sample_stddev",
+]

@@ -22,6 +22,9 @@ class Metric(ABC):
     """True when ``aggregate`` recomputes from every sample's prediction and reference (BLEU, chrF, WER) instead of
     averaging per-sample values; the scorer then keeps those strings and gives a failed sample an empty prediction,
     so it counts as wrong rather than vanishing from the corpus."""
+    scale: ClassVar[float] = 100.0
+    """``aggregate`` is this times the metric's own convention (100: a 0–1 metric shown on 0–100; 1: sacrebleu's
+    BLEU and chrF, already 0–100); exports to other tools divide by it."""
 
     def __init__(self, **settings: Any) -> None:
         self.settings = settings

@@ -31,6 +31,7 @@ class BLEU(Metric):
 
     name: ClassVar[str] = "bleu"
     corpus_level: ClassVar[bool] = True
+    scale: ClassVar[float] = 1.0
 
     def __init__(self, *, tokenize: str = "13a", lowercase: bool = False) -> None:
         super().__init__(tokenize=tokenize, lowercase=lowercase)

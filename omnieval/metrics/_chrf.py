@@ -27,6 +27,7 @@ class CHRF(Metric):
 
     name: ClassVar[str] = "chrf"
     corpus_level: ClassVar[bool] = True
+    scale: ClassVar[float] = 1.0
 
     def __init__(self, *, char_order: int = 6, word_order: int = 0, beta: int = 2, lowercase: bool = False) -> None:
         super().__init__(char_order=char_order, word_order=word_order, beta=beta, lowercase=lowercase)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from omnieval._artifacts import ScoreRow
+from omnieval._artifacts import ScoreRow, StderrMethod
 from omnieval.core import GenerationOptions, Record, VerifierConfig
 from omnieval.verifier._judges import ResolvedJudge, resolve_judge
 from omnieval.verifier._parse import parse_rating
@@ -298,16 +298,32 @@ def verifier_rows(
         spec = (specs or {}).get(bench) or (BENCHMARKS.get(bench) if bench in BENCHMARKS else None)
         if spec is not None:  # the run's own specs know suite-defined benchmarks too
             framework, modality = spec.framework, spec.modality
-        ratings = [r.metrics["verifier"] for r in recs if "verifier" in r.metrics]
-        probs = [r.metrics["verifier_prob"] for r in recs if "verifier_prob" in r.metrics]
-        for metric, vals in (("verifier", ratings), ("verifier_prob", probs)):
-            if metric == "verifier_prob" and not probs:
+        cluster_by = spec.cluster_by if spec is not None else None
+        for metric in ("verifier", "verifier_prob"):
+            judged = [r for r in recs if metric in r.metrics]
+            if metric == "verifier_prob" and not judged:
                 continue
+            vals = [r.metrics[metric] for r in judged]
+            se, method, units = _verdict_stderr(judged, vals, cluster_by)
             rows.append(
                 ScoreRow(
                     model=model, benchmark=bench, metric=metric,
                     value=round(100.0 * sum(vals) / len(vals), 4) if vals else None, num_samples=len(recs),
-                    num_errors=len(recs) - len(vals), engine=engine, framework=framework, modality=modality,
+                    stderr=None if se is None else round(100.0 * se, 4), stderr_method=method if se is not None else None,
+                    num_clusters=units, num_errors=len(recs) - len(vals), engine=engine, framework=framework,
+                    modality=modality,
                 )
             )  # fmt: skip
     return rows
+
+
+def _verdict_stderr(
+    judged: list[Record], vals: list[float], cluster_by: str | None
+) -> tuple[float | None, StderrMethod, int | None]:
+    """The mean verdict's standard error over the judged samples, clustered on the benchmark's units if it has them."""
+    from omnieval.metrics import clustered_stderr, mean_stderr
+
+    if cluster_by is None:
+        return mean_stderr(sum(vals), sum(v * v for v in vals), len(vals)), "mean", None
+    units = [str(r.meta.get(cluster_by)) for r in judged]
+    return clustered_stderr(vals, units), "clustered", len(set(units))

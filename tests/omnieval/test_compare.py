@@ -131,3 +131,64 @@ def test_export_csv_rows_and_jsonl_records_round_trip(tmp_path) -> None:  # type
     back = [Record.model_validate_json(x) for x in (tmp_path / "export.jsonl").read_text().splitlines()]
     assert back == recs
     assert main(["export", str(tmp_path / "nope"), "--format", "csv"]) == 2  # not an artifact: one-line error, exit 2
+
+
+def test_export_lm_eval_layout_reads_back_with_lm_evals_own_code(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``--format lm-eval``: lm-eval's file names (found by its own ``get_results_filenames`` /
+    ``get_sample_results_filenames`` / ``get_file_task_name``), its results layout (rendered by its ``make_table``),
+    metrics back on their own scale (accuracy 0-1, BLEU 0-100), and an lm-eval task's block exactly as lm-eval gave it."""
+    import json
+    import os
+
+    from lm_eval.utils import (
+        get_file_task_name,
+        get_latest_filename,
+        get_results_filenames,
+        get_sample_results_filenames,
+        make_table,
+    )
+
+    from omnieval._artifacts import RecordsWriter, framework_result_path, write_manifest
+    from omnieval.cli import main
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    m = RunManifest(run_id="r1", suite_name="s", created="2026-12-04T10:11:12", config={}, scores=[
+        ScoreRow(model="org/m", benchmark="gqa", metric="exact_match", value=62.5, stderr=4.1, scale=100.0,
+                 stderr_method="mean", num_samples=3),
+        ScoreRow(model="org/m", benchmark="gqa", metric="bleu", value=31.2, stderr=2.5, scale=1.0, num_samples=3),
+        ScoreRow(model="org/m", benchmark="lmeval:hs", metric="acc/none", value=25.0, stderr=16.3, scale=100.0,
+                 num_samples=2, framework="lmeval", stderr_method="framework"),
+    ])  # fmt: skip
+    write_manifest(run_dir, m)
+    raw = {"results": {"hs_local": {"alias": "hs_local", "acc,none": 0.25, "acc_stderr,none": 0.163}},
+           "configs": {"hs_local": {"task": "hs_local", "output_type": "multiple_choice"}},
+           "versions": {"hs_local": 1.0}, "n-shot": {"hs_local": 0}, "higher_is_better": {"hs_local": {"acc": True}},
+           "n-samples": {"hs_local": {"original": 50, "effective": 2}}, "group_subtasks": {}}  # fmt: skip
+    framework_result_path(run_dir, "lmeval:hs", "org/m").parent.mkdir(parents=True, exist_ok=True)
+    framework_result_path(run_dir, "lmeval:hs", "org/m").write_text(json.dumps({"raw": raw}))
+    w = RecordsWriter(run_dir)
+    for r in [*_records("org/m", "gqa", [1, 0, None]), *_records("org/m", "lmeval:hs", [1, 0], metric="acc/none")]:
+        w.add(r)
+    w.close()
+
+    out = tmp_path / "lm"
+    assert main(["export", str(run_dir), "--format", "lm-eval", "--out", str(out)]) == 0
+    files = [os.path.join(d, f) for d, _, fs in os.walk(out) for f in fs]
+    (results_file,) = get_results_filenames(files)
+    assert get_latest_filename(get_results_filenames(files)) == results_file
+    assert os.path.basename(os.path.dirname(results_file)) == "org__m"  # lm-eval's sanitized model folder
+    res = json.loads(open(results_file).read())
+    assert res["results"]["gqa"]["exact_match,none"] == 0.625 and res["results"]["gqa"]["exact_match_stderr,none"] == 0.041
+    assert res["results"]["gqa"]["bleu,none"] == 31.2 and res["results"]["gqa"]["bleu_stderr,none"] == 2.5
+    assert res["results"]["hs_local"] == raw["results"]["hs_local"] and res["n-samples"]["gqa"]["effective"] == 3
+    table = make_table(res)
+    lines = {ln.split("|")[5].strip(): ln for ln in table.splitlines()[2:]}
+    assert "0.625|±  | 0.041" in lines["exact_match"] and "31.200|±  | 2.500" in lines["bleu"] and "0.250" in lines["acc"]
+    tasks = {get_file_task_name(os.path.basename(f)): f for f in get_sample_results_filenames(files)}
+    assert set(tasks) == {"gqa", "hs_local"} and set(res["task_hashes"]) == set(tasks)
+    gqa = [json.loads(x) for x in open(tasks["gqa"])]
+    assert [(s["doc_id"], s.get("exact_match"), "error" in s) for s in gqa] == [(0, 1, False), (1, 0, False),
+                                                                               (2, None, True)]  # fmt: skip
+    hs = [json.loads(x) for x in open(tasks["hs_local"])]
+    assert [(s["doc_id"], s["filter"], s["acc"]) for s in hs] == [(0, "none", 1), (1, "none", 0)]

@@ -42,6 +42,14 @@ def _need_driver_venv_and_lmms_venv() -> None:
         pytest.skip("run from the main venv: here lmms-eval shares the driver's interpreter")
     if not LMMS_READY:
         unavailable("lmms", f"no lmms venv at {LMMS_PY}")
+    # Ray and omnieval come into that venv from this checkout through a .pth the venv script writes; a venv built for
+    # another checkout's path imports no Ray, and its actor would never start (the test would hang, not fail).
+    import sysconfig
+
+    pth = next(LMMS_PY.parents[1].glob("lib/python*/site-packages/zz_omnieval_main.pth"), None)
+    here = sysconfig.get_paths()["purelib"]
+    if pth is None or here not in pth.read_text().splitlines():
+        unavailable("lmms", f"the lmms venv at {LMMS_PY.parents[1]} points at another checkout's packages, not {here}")
 
 
 class FakeBridge:

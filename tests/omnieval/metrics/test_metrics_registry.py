@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_public_api() -> None:
-    assert set(metrics.__all__) == {"Metric", "METRICS", "make_metric"}
+    assert set(metrics.__all__) == {"Metric", "METRICS", "make_metric", "bootstrap_replicates", "bootstrap_stderr",
+                                    "clustered_stderr", "clustered_stderr_from_sums", "mean_stderr", "sample_stddev"}
     assert METRICS.kind == "metric"
     assert METRICS.names() == ["anls", "bleu", "chrf", "exact_match", "wer"]
 

@@ -166,6 +166,8 @@ def test_run_verifier_stores_verdicts_and_rows(monkeypatch: pytest.MonkeyPatch) 
     asdiv, mmlu = rows[("asdiv_tiny", "verifier")], rows[("mmlu_tiny", "verifier")]
     assert asdiv.value == 50.0 and asdiv.num_samples == 4 and asdiv.num_errors == 2 and asdiv.engine == "llamacpp"
     assert mmlu.value == 100.0 and mmlu.num_errors == 0 and mmlu.modality == "text"
+    # the mean verdict's error over the judged samples (verdicts 1 and 0): sd 0.707 / sqrt 2, on 0-100
+    assert asdiv.stderr == pytest.approx(50.0) and asdiv.stderr_method == "mean" and mmlu.stderr is None
 
 
 def test_run_verifier_disabled_and_nothing_to_judge(monkeypatch: pytest.MonkeyPatch) -> None:
