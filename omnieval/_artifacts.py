@@ -69,6 +69,8 @@ class BenchmarkProvenance(_Model):
     """Postprocessor name."""
     metrics: list[dict[str, Any]] = Field(default_factory=list)
     """Metric specs (name, settings)."""
+    cluster_by: str | None = None
+    """``Record.meta`` key of the unit samples share, that standard errors and paired tests are clustered on."""
     generation: dict[str, Any] = Field(default_factory=dict)
     """Generation options used for the benchmark."""
 

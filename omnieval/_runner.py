@@ -454,4 +454,5 @@ def _bench_provenance(
         prompt_template=spec.prompt_template if cfg.prompt == "native" else spec.uniform_prompt_template,
         template_format=spec.template_format, system_prompt=spec.system_prompt, postprocessor=spec.postprocessor,
         metrics=[{"name": m.name, "settings": m.settings} for m in spec.metrics], generation=gen.model_dump(mode="json"),
+        cluster_by=spec.cluster_by,
     )  # fmt: skip

@@ -34,6 +34,7 @@ def score_kind(metric: str) -> str:
 def comparison(manifests: list[RunManifest]) -> tuple[list[str], list[dict[str, Any]]]:
     """Columns and rows; a row's cells map column → value (missing where a run did not cover it)."""
     cells: dict[tuple[str, str, str], dict[str, float | None]] = defaultdict(dict)
+    errors: dict[tuple[str, str, str], dict[str, float | None]] = defaultdict(dict)
     columns: list[str] = []
     for m in manifests:
         for s in m.scores:
@@ -45,10 +46,12 @@ def comparison(manifests: list[RunManifest]) -> tuple[list[str], list[dict[str, 
             if kind == "Native" and col in cells[(bench, s.model, kind)]:
                 continue  # headline (first) native metric only
             cells[(bench, s.model, kind)][col] = s.value
+            errors[(bench, s.model, kind)][col] = s.stderr
     rows = []
     for (bench, model, kind), vals in sorted(cells.items()):
         present = [v for v in vals.values() if v is not None]
         rows.append({"benchmark": bench, "model": model, "score": kind, "cells": vals,
+                     "stderr": errors[(bench, model, kind)],
                      "delta": (max(present) - min(present)) if len(present) > 1 else None})  # fmt: skip
     return columns, rows
 
@@ -66,7 +69,10 @@ def cli_main(argv: list[str]) -> int:
     for r in rows:
         vals = r["cells"]
         assert isinstance(vals, dict)
-        fmt = [("—" if vals.get(c) is None else f"{vals[c]:.1f}") for c in columns]
+        errs = r["stderr"]
+        assert isinstance(errs, dict)
+        fmt = [("—" if vals.get(c) is None else f"{vals[c]:.1f}" + ("" if errs.get(c) is None else f" ± {errs[c]:.1f}"))
+               for c in columns]  # fmt: skip
         delta = r["delta"]
         t.add_row(str(r["benchmark"]), str(r["model"]), str(r["score"]), *fmt, "—" if delta is None else f"{delta:.1f}")
     Console().print(t)
@@ -83,11 +89,12 @@ def paired_table(run_a: Path, run_b: Path) -> list[dict[str, Any]]:
     from dataclasses import asdict
 
     from omnieval._artifacts import read_records
-    from omnieval._paired import paired_rows
+    from omnieval._paired import BenchInfo, paired_rows
 
-    rows = paired_rows(read_records(run_a), read_records(run_b))
+    info = {b.name: BenchInfo(metrics=b.metrics, cluster_by=b.cluster_by) for b in read_manifest(run_a).benchmarks}
+    rows = paired_rows(read_records(run_a), read_records(run_b), info)
     t = Table(title=f"paired on the same samples: B ({run_b.name}) − A ({run_a.name}); * p < 0.05")
-    for c in ["benchmark", "metric", "n", "A", "B", "B − A", "95% CI", "p", "note"]:
+    for c in ["benchmark", "metric", "n", "A", "B", "B − A", "95% CI", "p", "test", "note"]:
         t.add_column(c)
 
     def f(v: float | None) -> str:
@@ -96,6 +103,6 @@ def paired_table(run_a: Path, run_b: Path) -> list[dict[str, Any]]:
     for r in rows:
         ci = "—" if r.ci_low is None else f"[{r.ci_low:.1f}, {r.ci_high:.1f}]"
         p = "—" if r.p_value is None else f"{r.p_value:.3g}{' *' if r.significant else ''}"
-        t.add_row(r.benchmark, r.metric or "—", str(r.n), f(r.mean_a), f(r.mean_b), f(r.diff), ci, p, r.note)
+        t.add_row(r.benchmark, r.metric or "—", str(r.n), f(r.mean_a), f(r.mean_b), f(r.diff), ci, p, r.method, r.note)
     Console().print(t)
     return [{**asdict(r), "significant": r.significant} for r in rows]

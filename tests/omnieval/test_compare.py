@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from omnieval._artifacts import RunManifest, ScoreRow
 from omnieval.compare import comparison
 
@@ -80,6 +82,57 @@ def test_paired_difference_interval_and_p_value_match_scipy() -> None:
     assert m.p_value == res.pvalue and m.significant == (res.pvalue < 0.05)
     assert math.isclose(m.ci_low, ci.low) and math.isclose(m.ci_high, ci.high)
     assert by["odd"].n == 0 and "cannot be paired: different samples (2 vs 3)" in by["odd"].note
+
+
+def test_clustered_paired_test_is_statsmodels_cluster_robust_t_on_the_differences() -> None:
+    """Samples sharing a unit: the differences' mean regressed on a constant with cluster-robust errors and t on
+    G - 1 degrees of freedom (statsmodels ``use_t``) gives the same interval and p-value as ours."""
+    import numpy as np
+    import statsmodels.api as sm
+
+    from omnieval._paired import BenchInfo, paired_rows
+
+    a = [1, 0, 1, 1, 0, 0, 1, 0, 1, 0, 0, 1, 1, 0, 0, 0, 1, 1]
+    b = [1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 1, 1]
+    units = [i // 3 for i in range(18)]
+    ra, rb = _records("m1", "conv", a), _records("m2", "conv", b)
+    for r in (*ra, *rb):
+        r.meta["session"] = f"s{units[r.index]}"
+    (row,) = paired_rows(ra, rb, {"conv": BenchInfo(metrics=[{"name": "exact_match"}], cluster_by="session")})
+    d = 100.0 * (np.array(b, float) - np.array(a, float))
+    fit = sm.OLS(d, np.ones(len(d))).fit(cov_type="cluster", cov_kwds={"groups": np.array(units)}, use_t=True)
+    low, high = fit.conf_int(0.05)[0]
+    assert row.method == "paired t, clustered on session (6 units)"
+    assert row.diff == pytest.approx(float(fit.params[0]))
+    assert (row.ci_low, row.ci_high) == (pytest.approx(low), pytest.approx(high))
+    assert row.p_value == pytest.approx(float(fit.pvalues[0]))
+    unclustered = paired_rows(ra, rb)[0]
+    assert unclustered.method == "paired t" and unclustered.p_value != pytest.approx(row.p_value)
+
+
+def test_corpus_metric_is_compared_by_paired_bootstrap() -> None:
+    """BLEU has no per-sample values to pair: both runs are resampled on the same indices. B translating every
+    sentence exactly beats A's partial ones (p = 0, interval above 0); a run against itself differs by exactly 0."""
+    from omnieval._paired import BenchInfo, paired_rows
+    from omnieval.core import Output, TextOutput
+
+    refs = [f"the {w} sat on the mat near the {v} door" for w, v in zip("abcdefghijkl", "mnopqrstuvwx", strict=True)]
+
+    def recs(model: str, preds: list[str]) -> list:  # type: ignore[type-arg]
+        out = _records(model, "st", [0.0] * len(preds), metric="unused")
+        for r, p, ref in zip(out, preds, refs, strict=True):
+            r.metrics, r.label = {}, ref
+            r.output = Output(text=TextOutput(prediction=[p], prediction_postprocessed=[p]))
+        return out
+
+    info = {"st": BenchInfo(metrics=[{"name": "bleu", "settings": {}}])}
+    partial = [" ".join(r.split()[:5]) for r in refs]
+    (row,) = paired_rows(recs("a", partial), recs("b", refs), info)
+    assert row.method == "paired bootstrap" and row.metric == "bleu" and row.n == 12
+    assert row.mean_b == pytest.approx(100.0) and row.diff == pytest.approx(row.mean_b - row.mean_a)
+    assert row.ci_low is not None and 0 < row.ci_low <= row.diff <= row.ci_high and row.p_value == 0.0
+    (same,) = paired_rows(recs("a", partial), recs("a", partial), info)
+    assert (same.diff, same.ci_low, same.ci_high, same.p_value) == (0.0, 0.0, 0.0, 1.0)
 
 
 def test_compare_of_two_runs_prints_the_paired_table(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
