@@ -35,6 +35,7 @@ def export_data(index: ArtifactIndex, max_samples: int = 100) -> dict[str, Any]:
                 out.append(sample_view(r))
         samples[run["run_id"]] = out
     return {
+        "paired": _all_paired(index, runs),
         "static": True,
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "max_samples": max_samples,
@@ -42,6 +43,35 @@ def export_data(index: ArtifactIndex, max_samples: int = 100) -> dict[str, Any]:
         "runs": runs,
         "samples": samples,
     }
+
+
+MAX_PAIRED = 2000
+"""Paired comparisons precomputed for a static page (it has no server to ask); beyond this, none are."""
+
+
+def _all_paired(index: ArtifactIndex, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every (run A, model A, run B, model B, benchmark) the page's compare view can pick, keyed as the page looks
+    it up: ``"A|model A|B|model B|benchmark"``."""
+    by_run: dict[str, dict[tuple[str, str], list[Any]]] = {}
+    for run in runs:
+        if run.get("has_records"):
+            groups: dict[tuple[str, str], list[Any]] = {}
+            for r in index.records(run["run_id"]):
+                groups.setdefault((r.model, r.benchmark), []).append(r)
+            by_run[run["run_id"]] = groups
+    out: dict[str, Any] = {}
+    for a, ga in by_run.items():
+        for b, gb in by_run.items():
+            if a == b:
+                continue
+            for (ma, bench), ra in ga.items():
+                for (mb, bench_b), rb in gb.items():
+                    if bench_b != bench:
+                        continue
+                    if len(out) >= MAX_PAIRED:
+                        return out
+                    out[f"{a}|{ma}|{b}|{mb}|{bench}"] = index.paired(a, b, bench, ra, rb)
+    return out
 
 
 def _embed(data: dict[str, Any]) -> str:

@@ -39,6 +39,12 @@ class Cell:
     num_errors: int
     verifiers: dict[str, float | None] = field(default_factory=dict)
     """Every verifier score row of the cell by metric (``verifier``, ``verifier_prob``, ...)."""
+    stderr: float | None = None
+    """Standard error of ``value`` (the page draws its 95 % interval, ±1.96 of it)."""
+    verifier_stderr: float | None = None
+    """Standard error of ``verifier``."""
+    stderr_method: str | None = None
+    """How ``stderr`` was computed (mean, clustered, bootstrap, ...)."""
 
 
 def is_verifier(metric: str | None) -> bool:
@@ -121,6 +127,9 @@ def cells_of(m: RunManifest) -> list[Cell]:
                 num_samples=max(r.num_samples for r in rows),
                 num_errors=max(r.num_errors for r in rows),
                 verifiers={k: _num(r.value) for k, r in by_metric.items() if is_verifier(k)},
+                stderr=_num(by_metric[native].stderr) if native else None,
+                verifier_stderr=_num(by_metric[VERIFIER].stderr) if VERIFIER in by_metric else None,
+                stderr_method=by_metric[native].stderr_method if native else None,
             )
         )
     return out
@@ -365,6 +374,7 @@ class ArtifactIndex:
             chosen = model if model else (models[0] if models else None)
             sides.append((chosen, models, {r.index: r for r in recs if r.model == chosen}))
         (ma, models_a, a), (mb, models_b, b) = sides
+        paired = self.paired(run_a, run_b, benchmark, list(a.values()), list(b.values()))
         indices = sorted(set(a) | set(b))
         pairs = []
         for i in indices[offset : offset + limit]:
@@ -389,4 +399,39 @@ class ArtifactIndex:
             "offset": offset,
             "limit": limit,
             "pairs": pairs,
+            "paired": paired,
+        }
+
+    def manifest(self, run_id: str) -> RunManifest | None:
+        name = self._dir_of(run_id)
+        with self._lock:
+            e = self._entries.get(name) if name else None
+            return e.manifest if e else None
+
+    def paired(
+        self, run_a: str, run_b: str, benchmark: str, recs_a: list[Record], recs_b: list[Record]
+    ) -> dict[str, Any] | None:
+        """The two sides' paired comparison on ``benchmark`` (``omnieval compare``'s), with each side's score row
+        and its standard error; None when either side has no Records there."""
+        from omnieval._paired import BenchInfo, paired_rows
+
+        if not recs_a or not recs_b:
+            return None
+        ma, mb = self.manifest(run_a), self.manifest(run_b)
+        info = {b.name: BenchInfo(metrics=b.metrics, cluster_by=b.cluster_by) for b in (ma.benchmarks if ma else [])}
+        (row,) = paired_rows(recs_a, recs_b, info)
+
+        def score(m: RunManifest | None, model: str) -> dict[str, Any] | None:
+            rows = [s for s in (m.scores if m else []) if s.benchmark == benchmark and s.model == model]
+            head = next((s for s in rows if s.metric == row.metric), rows[0] if rows else None)
+            if head is None:
+                return None
+            return {"metric": head.metric, "value": _num(head.value), "stderr": _num(head.stderr),
+                    "stderr_method": head.stderr_method, "num_samples": head.num_samples}  # fmt: skip
+
+        return {
+            **asdict(row),
+            "significant": row.significant,
+            "score_a": score(ma, recs_a[0].model),
+            "score_b": score(mb, recs_b[0].model),
         }

@@ -24,6 +24,16 @@
     return n;
   }
   const fmt = (v) => (v == null ? "—" : Number(v).toFixed(1));
+  const Z95 = 1.96;
+  // 95 % interval of a score on 0-100 from its standard error (clipped to the scale), null without one
+  const ci95 = (v, se) => (v == null || se == null ? null : [Math.max(0, v - Z95 * se), Math.min(100, v + Z95 * se)]);
+  function errorBar(v, se) {
+    const ci = ci95(v, se);
+    if (!ci) return null;
+    return el("span", { class: "ebar", title: `95% interval ${fmt(ci[0])}–${fmt(ci[1])}` },
+      el("i", { class: "ebar-ci", style: `left:${ci[0]}%;width:${Math.max(0.5, ci[1] - ci[0])}%` }),
+      el("i", { class: "ebar-dot", style: `left:${Math.max(0, Math.min(100, v))}%` }));
+  }
   const createdKey = (s) => { const t = Date.parse(s); return Number.isNaN(t) ? -Infinity : t; };
   const cmp = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
 
@@ -88,6 +98,7 @@
       run_a: runA, run_b: runB, benchmark: bench, model_a: a.chosen, model_b: b.chosen,
       models_a: a.models, models_b: b.models, total: idx.length, offset: 0, limit: idx.length,
       pairs: idx.map((i) => ({ benchmark: bench, index: i, a: a.byIdx.get(i) || null, b: b.byIdx.get(i) || null })),
+      paired: (STATIC.paired || {})[[runA, a.chosen, runB, b.chosen, bench].join("|")] || null,
     };
   }
 
@@ -146,12 +157,17 @@
           continue;
         }
         const extra = Object.entries(c.verifiers || {}).filter(([k]) => k !== "verifier");
+        const se = c.metric ? c.stderr : c.verifier_stderr, shown = c.metric ? c.value : c.verifier;
+        const ci = ci95(shown, se);
         const title = `${c.metric || "verifier"} · run ${c.run_id} · ${c.engine} · ${c.framework} · ${c.num_samples} samples` +
+          (se != null ? ` · ± ${fmt(se)} (${c.metric ? c.stderr_method || "stderr" : "mean"}), 95% ${fmt(ci[0])}–${fmt(ci[1])}` : "") +
           (c.num_errors ? ` · ${c.num_errors} errors` : "") + extra.map(([k, v]) => ` · ${k} ${fmt(v)}`).join("");
         const bg = heat(c.verifier != null ? c.verifier : c.value);
         tr.append(el("td", { class: "score", "data-benchmark": b.name, title, style: bg ? `background:${bg}` : null },
-          el("span", { class: "native", text: fmt(c.metric ? c.value : c.verifier) }),
-          el("span", { class: "ver", text: "✓ " + fmt(c.verifier) }),
+          el("span", { class: "native", text: fmt(shown) }),
+          se != null ? el("span", { class: "se", text: `± ${fmt(se)}` }) : null,
+          errorBar(shown, se),
+          el("span", { class: "ver", text: "✓ " + fmt(c.verifier) + (c.verifier_stderr != null ? ` ± ${fmt(c.verifier_stderr)}` : "") }),
           ...extra.map(([k, v]) => el("span", { class: "ver ver-extra", "data-metric": k, text: `${k.replace(/^verifier_?/, "")} ${fmt(v)}` })),
           c.num_errors ? el("span", { class: "err", text: `⚠ ${c.num_errors} err` }) : null));
       }
@@ -222,6 +238,16 @@
       const poly = svg("polygon", { points: pts, class: "radar-series", "data-model": m.name, fill: color, stroke: color });
       const title = svg("title", {}); title.textContent = m.name; poly.append(title);
       root.append(poly);
+      const seKey = key === "verifier" ? "verifier_stderr" : "stderr";
+      vals.forEach((v, i) => {  // the 95 % interval as a whisker along the benchmark's axis
+        const ci = ci95(v, m.cells[axes[i]] ? m.cells[axes[i]][seKey] : null);
+        if (!ci) return;
+        const [x1, y1] = pt(i, ci[0]), [x2, y2] = pt(i, ci[1]);
+        const bar = svg("line", { x1, y1, x2, y2, stroke: color, class: "radar-errbar", "data-model": m.name,
+          "data-benchmark": axes[i] });
+        const tt = svg("title", {}); tt.textContent = `${m.name} · ${axes[i]}: 95% ${fmt(ci[0])}–${fmt(ci[1])}`;
+        bar.append(tt); root.append(bar);
+      });
       vals.forEach((v, i) => {
         const [x, y] = pt(i, v == null ? 0 : v);
         const dot = svg("circle", { cx: x, cy: y, r: v == null ? 4 : 3.5, fill: color, stroke: color,
@@ -231,6 +257,7 @@
       });
       $("radar-legend").append(el("span", {}, el("i", { style: `background:${color}` }), m.name));
     }
+    if (root.querySelector(".radar-errbar")) $("radar-legend").append(el("span", { class: "muted", text: "whiskers: 95% interval" }));
     if (models.some((m) => axes.some((b) => !m.cells[b])))
       $("radar-legend").append(el("span", { class: "muted", text: "○ at centre = not evaluated" }));
     if (n < 3) $("radar-legend").append(el("span", { class: "muted", text: "pick 3+ benchmarks for a full radar" }));
@@ -274,6 +301,39 @@
       el("span", { class: score == null ? "muted" : score > 0 ? "ok" : "bad", text: metrics || "no metrics" }),
       s.error ? el("div", { class: "bad", text: `${s.error.kind}: ${s.error.message}` }) : null);
   }
+  // Side by side: each run's score with its error bar on one 0-100 scale, then B − A with its 95 % interval
+  // against 0 (the paired test of `omnieval compare`).
+  function renderPaired(p) {
+    const root = $("compare-stats");
+    root.replaceChildren();
+    if (!p) return;
+    const side = (label, s, mean) => {
+      const v = s && s.value != null ? s.value : mean, se = s ? s.stderr : null;
+      return el("div", { class: "stat-row", "data-side": label },
+        el("span", { class: "stat-label", text: label }),
+        el("span", { class: "stat-value", text: fmt(v) + (se != null ? ` ± ${fmt(se)}` : "") }),
+        el("span", { class: "stat-track" }, errorBar(v, se)));
+    };
+    if (!p.n) {  // each run's own score and error still, but no difference to test
+      root.append(side("A", p.score_a, null), side("B", p.score_b, null), el("p", { class: "muted", text: p.note }));
+      return;
+    }
+    const lo = p.ci_low, hi = p.ci_high, span = Math.max(5, Math.abs(lo ?? 0), Math.abs(hi ?? 0), Math.abs(p.diff)) * 1.1;
+    const pos = (x) => 50 + (50 * x) / span;
+    const diffBar = lo == null ? null : el("span", { class: "ebar diff-bar", title: `95% interval ${fmt(lo)} to ${fmt(hi)}` },
+      el("i", { class: "zero", style: "left:50%" }),
+      el("i", { class: "ebar-ci", style: `left:${pos(lo)}%;width:${Math.max(0.5, pos(hi) - pos(lo))}%` }),
+      el("i", { class: "ebar-dot", style: `left:${pos(p.diff)}%` }));
+    const sign = p.diff > 0 ? "+" : "";
+    root.append(side("A", p.score_a, p.mean_a), side("B", p.score_b, p.mean_b),
+      el("div", { class: "stat-row", "data-side": "diff" },
+        el("span", { class: "stat-label", text: "B − A" }),
+        el("span", { class: "stat-value", text: `${sign}${fmt(p.diff)}` + (lo == null ? "" : ` [${fmt(lo)}, ${fmt(hi)}]`) }),
+        el("span", { class: "stat-track" }, diffBar)),
+      el("p", { class: p.significant ? "ok" : "muted", "data-significant": p.significant ? "1" : "0",
+        text: `${p.metric} · ${p.n} pairs · ${p.method}` + (p.p_value == null ? "" : ` · p = ${Number(p.p_value).toPrecision(3)}`) +
+          (p.significant ? " · significant at 5%" : " · not significant at 5%") }));
+  }
   async function runCompare() {
     const a = $("compare-run-a").value, b = $("compare-run-b").value, bench = $("compare-benchmark").value;
     if (!a || !b || !bench) { $("compare-summary").textContent = "Pick two runs with records and a benchmark."; return; }
@@ -295,6 +355,7 @@
         sampleCell(p.a), sampleCell(p.b));
     });
     $("compare").tBodies[0].replaceChildren(...rows);
+    renderPaired(res.paired);
     $("compare-summary").textContent = `${res.total} aligned samples · A better on ${aWins} · B better on ${bWins}` +
       ` · ${missing} present in only one run` + (res.total > res.pairs.length ? ` · showing first ${res.pairs.length}` : "");
   }

@@ -41,6 +41,21 @@ return [...document.querySelectorAll('#radar polygon.radar-series')].map(p => ({
 }));
 """
 
+_ERRBAR_JS = """
+return [...document.querySelectorAll('#leaderboard tbody td.score')].map(td => {
+  const ci = td.querySelector('.ebar .ebar-ci');
+  return {model: td.parentElement.dataset.model, bench: td.dataset.benchmark,
+          se: (td.querySelector('.se') || {}).textContent || null,
+          left: ci ? parseFloat(ci.style.left) : null, width: ci ? parseFloat(ci.style.width) : null};
+});
+"""
+_WHISKER_JS = """
+return [...document.querySelectorAll('#radar line.radar-errbar')].map(l => ({
+  model: l.dataset.model, bench: l.dataset.benchmark,
+  len: Math.hypot(l.x2.baseVal.value - l.x1.baseVal.value, l.y2.baseVal.value - l.y1.baseVal.value),
+}));
+"""
+
 
 @pytest.fixture
 def driver(tmp_path: Path) -> Iterator[Any]:
@@ -135,6 +150,42 @@ def test_dashboard_in_browser(driver: Any, runs_dir: Path, tmp_path: Path, live_
         _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#compare tbody tr")) == 5, "compare rows")
         assert len(driver.find_elements(By.CSS_SELECTOR, "#compare tbody td.gap")) == 1
         assert "5 aligned samples" in driver.find_element(By.ID, "compare-summary").text
+        _wait(driver, lambda d: "cannot be paired: different samples (5 vs 4)" in d.find_element(By.ID, "compare-stats").text,
+              "unpairable note")  # fmt: skip
+        assert "60.0 ± 9.0" in driver.find_element(By.ID, "compare-stats").text  # each side's own error still shown
+
+        # error bars: each leaderboard cell's ± and its 95% bar, the radar's whiskers, the side-by-side interval
+        cells = driver.execute_script(_ERRBAR_JS)
+        by = {(c["model"], c["bench"]): c for c in cells}
+        lb = httpx.get(url + "/api/leaderboard").json()
+        for m in lb["models"]:
+            for b, c in m["cells"].items():
+                if c is None:
+                    continue
+                got = by[(m["name"], b)]
+                assert got["se"] == f"± {c['stderr']:.1f}"
+                low = max(0.0, c["value"] - 1.96 * c["stderr"])
+                assert got["left"] == pytest.approx(low, abs=0.05)  # the bar starts at the interval's low end
+                assert got["width"] == pytest.approx(min(100.0, c["value"] + 1.96 * c["stderr"]) - low, abs=0.05)
+        whiskers = driver.execute_script(_WHISKER_JS)
+        assert len(whiskers) == sum(1 for m in lb["models"] for c in m["cells"].values() if c)  # every plotted score
+        for w in whiskers:
+            c = next(m for m in lb["models"] if m["name"] == w["model"])["cells"][w["bench"]]
+            ci = (max(0.0, c["verifier"] - 1.96 * c["verifier_stderr"]), min(100.0, c["verifier"] + 1.96 * c["verifier_stderr"]))
+            assert w["len"] == pytest.approx(170 * (ci[1] - ci[0]) / 100, abs=0.1)  # radius 170 px = 100
+        _select(driver, "compare-run-a", "r1")
+        _select(driver, "compare-run-b", "r4")
+        _select(driver, "compare-benchmark", "gsm8k_mini")
+        driver.find_element(By.ID, "compare-go").click()
+        want = httpx.get(url + "/api/compare", params={"run_a": "r1", "run_b": "r4", "benchmark": "gsm8k_mini"}).json()
+        p = want["paired"]
+        assert p["n"] == 5 and p["method"] == "paired t" and p["ci_low"] < p["diff"] < p["ci_high"]
+        line = f"+{p['diff']:.1f} [{p['ci_low']:.1f}, {p['ci_high']:.1f}]"
+        _wait(driver, lambda d: line in d.find_element(By.CSS_SELECTOR, '[data-side="diff"]').text, "paired B − A")
+        stats = driver.find_element(By.ID, "compare-stats").text
+        a, b = p["score_a"], p["score_b"]  # each run's own score row and its error, beside the paired difference
+        assert f"{a['value']:.1f} ± {a['stderr']:.1f}" in stats and f"{b['value']:.1f} ± {b['stderr']:.1f}" in stats
+        assert f"p = {p['p_value']:.3g}" in stats and "not significant at 5%" in stats
         _screenshot(driver, tmp_path / "dashboard.png")
 
         # a filter changes the table and the radar
@@ -184,6 +235,14 @@ def test_dashboard_in_browser(driver: Any, runs_dir: Path, tmp_path: Path, live_
         assert got_cov == [f"{math.floor(m['coverage'] + 0.5)}%" for m in expected["models"]]  # JS Math.round
     assert driver.execute_script(_RADAR_JS)
     assert "static export" in driver.find_element(By.ID, "status").text
+    assert {w["model"] for w in driver.execute_script(_WHISKER_JS)} == {"alpha"}  # the model filter is on
+    # the paired comparison was precomputed into the page: the same interval as the server gave
+    driver.find_element(By.ID, "filter-reset").click()
+    _select(driver, "compare-run-a", "r1")
+    _select(driver, "compare-run-b", "r4")
+    _select(driver, "compare-benchmark", "gsm8k_mini")
+    driver.find_element(By.ID, "compare-go").click()
+    _wait(driver, lambda d: line in d.find_element(By.CSS_SELECTOR, '[data-side="diff"]').text, "static paired B − A")
 
 
 def test_radar_without_verifier_scores_plots_the_headline_metric(
