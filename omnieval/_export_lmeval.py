@@ -46,7 +46,7 @@ def export_lmeval(run_dir: Path, out: Path) -> list[Path]:
     """Write the run in lm-eval's layout under ``out``; returns the files written."""
     manifest = read_manifest(run_dir)
     records = read_records(run_dir)
-    date_id = manifest.created.replace(":", "-")
+    date_id = re.sub(r"(Z|[+-]\d\d:\d\d)$", "", manifest.created).replace(":", "-")  # lm-eval's naive isoformat
     written: list[Path] = []
     for model in sorted({s.model for s in manifest.scores}):
         rows = [s for s in manifest.scores if s.model == model and s.error is None]

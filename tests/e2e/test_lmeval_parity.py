@@ -96,6 +96,21 @@ def test_fewshot_chat_gsm8k_scores_what_lm_evals_chat_client_scores(
         assert rows[f"exact_match/{filt}"].value == pytest.approx(100 * block[f"exact_match,{filt}"], abs=1e-4)
         assert rows[f"exact_match/{filt}"].stderr == pytest.approx(100 * block[f"exact_match_stderr,{filt}"], abs=1e-4)
 
+    # `omnieval export --format lm-eval`: lm-eval's own file layout, read back with lm-eval's own helpers, holds the
+    # block lm-eval itself computed and its per-sample answers
+    from lm_eval.utils import get_file_task_name, get_results_filenames, get_sample_results_filenames
+
+    proc = run_cli("export", str(run), "--format", "lm-eval", "--out", str(tmp_path / "lm"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    files = [str(p) for p in (tmp_path / "lm").rglob("*") if p.is_file()]
+    (results_file,) = get_results_filenames(files)
+    exported = json.loads(Path(results_file).read_text())
+    assert exported["results"]["gsm8k_local"] == json.loads(json.dumps(block))
+    assert exported["n-samples"]["gsm8k_local"] == own["n-samples"]["gsm8k_local"]
+    (samples_file,) = [f for f in get_sample_results_filenames(files) if get_file_task_name(Path(f).name) == "gsm8k_local"]
+    lines = [json.loads(x) for x in Path(samples_file).read_text().splitlines()]
+    assert {int(s["doc_id"]): s["resps"][0][0] for s in lines if s["filter"] == "strict-match"} == theirs
+
 
 def test_own_task_group_rows_match_lm_eval_and_a_failing_task_loses_nothing_else(
     server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
