@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
+from omnieval._replica_usage import ReplicaUsage
 from omnieval.core import OmnievalError, Record
 
 SCHEMA_VERSION = 1
@@ -148,6 +149,9 @@ class RunManifest(_Model):
     """Where the artifact is copied when the run ends (``output.dir`` given as a URI); None: it stays local."""
     timings: dict[str, float] = Field(default_factory=dict)
     """Wall-clock seconds per phase."""
+    replica_usage: list[ReplicaUsage] = Field(default_factory=list)
+    """Per replica over the inference phase, as its engine counted it: busy share, prefill/decode tokens, queue
+    (``replica-timeline.jsonl`` holds the samples)."""
     throughput: dict[str, float] = Field(default_factory=dict)
     """Output tokens/s and requests/s of the inference phase."""
     scores: list[ScoreRow] = Field(default_factory=list)

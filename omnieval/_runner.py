@@ -214,6 +214,15 @@ def _start_verifier_stream(suite: SuiteConfig) -> Any:
     return VerifierStream(v).start()
 
 
+def _keep_usage(plan: RunPlan, timings: dict[str, float], samples: list[Any], start: float, end: float) -> None:
+    """The replicas' timeline into the run, and its summary over this inference phase into the manifest."""
+    from omnieval._replica_usage import summarize, write_timeline
+
+    write_timeline(plan.run_dir, samples)
+    plan.manifest.replica_usage = summarize(samples, start, end)
+    timings["inference_start_unix"], timings["inference_end_unix"] = start, end
+
+
 def _execute(
     plan: RunPlan, controller: Any, timings: dict[str, float], show_progress: bool | None, stream: Any = None,
     inline: Any = None,
@@ -239,10 +248,13 @@ def _execute(
     # framework actors start first: they import their framework, index its tasks and build their requests while
     # the engines load; their first requests wait for a replica
     fw_refs = _start_frameworks(suite, run_dir, controller, pool_cfg, cache_path)
-    for m in suite.models:
-        if m.name in needed:
-            ray.get(controller.ensure_model.remote(m, plan.manifest.run_id, replica_runtime_env()))
+    # every model's replicas start at once (the controller is a threaded actor): no model waits for another's load
+    ray.get([controller.ensure_model.remote(m, plan.manifest.run_id, replica_runtime_env())
+             for m in suite.models if m.name in needed])  # fmt: skip
     timings["pool_up_s"] = time.monotonic() - t0
+    from omnieval._replica_usage import UsageSampler
+
+    sampler = UsageSampler(controller, sorted(needed), suite.pool.usage_sample_period_s).start()
     # size the in-flight window for the largest the pool may grow to (elastic scale-out adds replicas), each
     # replica at its concurrency ceiling: the adaptive limits, not this window, decide what is sent
     inflight = sum(suite.pool.max_inflight_per_replica * max(m.replicas, m.max_replicas or 0)
@@ -257,6 +269,7 @@ def _execute(
     ray.get([c.ready.remote() for c in clients])
     timings["clients_up_s"] = time.monotonic() - t0
     t0 = time.monotonic()
+    t0_unix = time.time()
     tally = _Tally()
     seq_specs = {k: s for k, s in specs.items() if s.sequential_turns}
     # multi-turn conversations that feed the model's own answers back run in turn waves; their Records are few and
@@ -293,6 +306,7 @@ def _execute(
             fw_results = _finish_frameworks(suite, run_dir, fw_refs, inline)
     finally:
         ckpt.close()
+        _keep_usage(plan, timings, sampler.stop(), t0_unix, time.time())
     for res in fw_results:  # framework tasks count too
         tally.add_counts(ChunkResult.of(res.records))
     timings["inference_s"] = time.monotonic() - t0

@@ -587,6 +587,7 @@ def merge_served(engine: EngineStats, served: EngineStats) -> EngineStats:
     out.completed = max(engine.completed, served.completed)
     out.failed = max(engine.failed, served.failed)
     out.output_tokens = max(engine.output_tokens, served.output_tokens)
+    out.prompt_tokens = max(engine.prompt_tokens, served.prompt_tokens)
     out.peak_in_flight = max(engine.peak_in_flight, served.peak_in_flight)
     out.peak_clients = max(engine.peak_clients, served.peak_clients)
     out.busy_s = max(engine.busy_s, served.busy_s)

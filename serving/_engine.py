@@ -133,6 +133,7 @@ class Engine(ABC):
 
     def _account(self, result: GenerationResult) -> GenerationResult:
         self._stats.output_tokens += result.completion_tokens
+        self._stats.prompt_tokens += result.prompt_tokens
         result.replica_id = self._stats.replica_id
         return result
 

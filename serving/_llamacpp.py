@@ -146,4 +146,7 @@ class LlamaCppEngine(ServerEngine):
             s.in_flight = max(s.in_flight, processing + deferred)
             s.queue_depth = max(s.queue_depth, deferred)
             s.output_tokens = max(s.output_tokens, int(m.get("llamacpp:tokens_predicted_total", 0)))
+            s.prompt_tokens = max(s.prompt_tokens, int(m.get("llamacpp:prompt_tokens_total", 0)))
+            if "llamacpp:kv_cache_usage_ratio" in m:
+                s.kv_usage = float(m["llamacpp:kv_cache_usage_ratio"])
         return s

@@ -205,6 +205,7 @@ class TransformersEngine(Engine):
             finally:
                 self._running = 0
                 self.generate_calls += 1
+                self._stats.batches += 1
 
     def _generation_config(self, o: GenerationOptions) -> Any:
         gc = copy.deepcopy(self._model.generation_config)

@@ -194,6 +194,12 @@ class EngineStats(BaseModel):
     """Requests failed."""
     output_tokens: int = 0
     """Generated tokens since start."""
+    prompt_tokens: int = 0
+    """Prompt tokens prefilled since start (the engine's own count where its server keeps one)."""
+    kv_usage: float | None = None
+    """Share of the KV cache in use now (0-1), where the engine reports it."""
+    batches: int = 0
+    """Batched forward calls (engines that batch per step in-process: transformers)."""
     busy_s: float = 0.0
     """Seconds with at least one request in flight (utilisation numerator)."""
     started_at: float = Field(default_factory=time.time)

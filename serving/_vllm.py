@@ -191,4 +191,7 @@ class VLLMEngine(ServerEngine):
             s.in_flight = max(s.in_flight, running + waiting)
             s.queue_depth = waiting if s.in_flight else 0
             s.output_tokens = max(s.output_tokens, int(m.get("vllm:generation_tokens_total", 0)))
+            s.prompt_tokens = max(s.prompt_tokens, int(m.get("vllm:prompt_tokens_total", 0)))
+            kv = m.get("vllm:kv_cache_usage_perc", m.get("vllm:gpu_cache_usage_perc"))
+            s.kv_usage = None if kv is None else float(kv)
         return s

@@ -419,6 +419,9 @@ class PoolConfig(_Config):
     """Per-request timeout."""
     health_check_period_s: float = Field(default=5.0, gt=0)
     """How often replicas are health-checked."""
+    usage_sample_period_s: float = Field(default=1.0, gt=0)
+    """How often the driver samples each replica's own counters (in flight, queue, prefill and decode tokens, KV
+    usage) into the run's ``replica-timeline.jsonl`` and ``manifest.replica_usage``."""
     chunk_size: int = Field(default=16, ge=1)
     """Samples per work unit handed to a client actor."""
 

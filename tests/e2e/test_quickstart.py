@@ -72,6 +72,24 @@ def test_manifest_has_full_provenance(quickstart_run: Path) -> None:
     json.loads(table.column("record")[0].as_py())
 
 
+def test_replica_usage_is_the_engines_own_count(quickstart_run: Path) -> None:
+    """The manifest's per-replica usage comes from llama-server's own /metrics: over the inference phase it
+    generated exactly the tokens the Records report, prefilled no more than their prompts (its prompt cache may
+    reuse some), and was busy; the timeline holds the samples."""
+    from omnieval._replica_usage import read_timeline
+
+    m = read_manifest(quickstart_run)
+    (u,) = m.replica_usage
+    records = read_records(quickstart_run)
+    assert u.engine == "llamacpp" and u.slots == 4 and u.samples >= 2
+    if m.throughput["inferred"] == len(records):  # not served from an earlier session's response cache
+        assert u.output_tokens == sum(r.output.usage.completion_tokens for r in records)  # type: ignore[union-attr]
+        assert 0 < u.prompt_tokens <= sum(r.output.usage.prompt_tokens for r in records)  # type: ignore[union-attr]
+        assert u.busy_fraction is not None and u.busy_fraction >= 0.5
+        assert u.last_busy_s is not None and u.last_busy_s <= m.timings["inference_s"] + 1e-6
+    assert len(read_timeline(quickstart_run)) >= u.samples
+
+
 def test_rerun_reports_differences(quickstart_run: Path, tmp_path: Path) -> None:
     """An edited copy of the artifact must be reported as different, naming the sample and the score."""
     copy = tmp_path / quickstart_run.name

@@ -1,0 +1,161 @@
+"""What each replica's engine did during the run, as the engine itself counts it: a timeline and a summary.
+
+Why: a run's throughput alone cannot say whether an engine was saturated or starved. A driver thread asks each of
+the run's replicas for its stats every ``period_s`` (the replica reads its server's own ``/metrics`` — vLLM's
+running/waiting requests, prompt and generation tokens, KV usage; llama-server's processing/deferred requests and
+tokens — or its in-process counters: transformers' batches and in-flight requests). The samples go to
+``replica-timeline.jsonl`` in the run; the manifest keeps per replica, over the inference phase: the busy share
+(samples with a request in flight), mean in flight, peak queue, prefilled and generated tokens, and when it was
+last busy (the critical path is the replica busy last).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+log = logging.getLogger("omnieval")
+
+TIMELINE = "replica-timeline.jsonl"
+
+
+class UsageSample(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    t: float
+    """Unix time of the sample."""
+    replica_id: str
+    model: str
+    engine: str
+    in_flight: int
+    queue_depth: int
+    slots: int
+    prompt_tokens: int
+    output_tokens: int
+    completed: int
+    batches: int = 0
+    kv_usage: float | None = None
+
+
+class ReplicaUsage(BaseModel):
+    """One replica over the inference phase (``manifest.replica_usage``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    replica_id: str
+    model: str
+    engine: str
+    samples: int
+    """Samples taken inside the inference phase."""
+    busy_fraction: float | None
+    """Share of those samples with at least one request in flight."""
+    mean_in_flight: float | None
+    peak_queue: int
+    """Most requests waiting for a slot at once."""
+    slots: int
+    prompt_tokens: int
+    """Prompt tokens prefilled during the phase (the engine's count)."""
+    output_tokens: int
+    """Tokens generated during the phase."""
+    requests: int
+    batches: int
+    """Batched calls (transformers): requests / batches is its mean batch size."""
+    first_busy_s: float | None
+    """Seconds from the phase's start to the first sample with work in flight."""
+    last_busy_s: float | None
+    """Seconds from the phase's start to the last sample with work in flight (the critical path ends here)."""
+
+
+class UsageSampler:
+    """Samples the run's replicas from a driver thread until ``stop()``."""
+
+    def __init__(self, controller: Any, models: list[str], period_s: float = 1.0) -> None:
+        self.controller, self.models, self.period_s = controller, set(models), period_s
+        self.samples: list[UsageSample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="omnieval-usage")
+
+    def start(self) -> UsageSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[UsageSample]:
+        """Stop, after one last sample: the counters at the phase's end."""
+        self._stop.set()
+        self._thread.join(timeout=15)
+        self._sample()
+        return self.samples
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            t_next = time.monotonic() + self.period_s
+            self._sample()
+            self._stop.wait(max(0.0, t_next - time.monotonic()))
+
+    def _sample(self) -> None:
+        import ray
+        from ray import serve
+
+        try:
+            infos = [i for i in ray.get(self.controller.replicas.remote(), timeout=10)
+                     if i.model in self.models and i.state in ("healthy", "draining")]  # fmt: skip
+            refs = [(i, serve.get_app_handle(i.replica_id).stats.remote()) for i in infos]
+            now = time.time()
+            for info, ref in refs:
+                try:
+                    s = ref.result(timeout_s=5)
+                except Exception:  # noqa: BLE001 - a replica that does not answer is the health check's business
+                    continue
+                self.samples.append(UsageSample(
+                    t=now, replica_id=info.replica_id, model=info.model, engine=s.engine, in_flight=s.in_flight,
+                    queue_depth=s.queue_depth, slots=s.slots, prompt_tokens=s.prompt_tokens,
+                    output_tokens=s.output_tokens, completed=s.completed, batches=s.batches, kv_usage=s.kv_usage,
+                ))  # fmt: skip
+        except Exception as e:  # noqa: BLE001 - sampling is diagnostics; the run goes on without it
+            log.debug("usage sample failed: %r", e)
+
+
+def summarize(samples: list[UsageSample], start: float, end: float) -> list[ReplicaUsage]:
+    """Per replica over [start, end] (unix times); counters are differences across the window, taken from the
+    last sample at or before ``start`` (0 when none: the replica started inside the window)."""
+    by: dict[str, list[UsageSample]] = {}
+    for s in sorted(samples, key=lambda s: s.t):
+        by.setdefault(s.replica_id, []).append(s)
+    out = []
+    for rid, ss in sorted(by.items()):
+        inside = [s for s in ss if start <= s.t <= end]
+        before = [s for s in ss if s.t < start]
+        base = before[-1] if before else None
+        last = inside[-1] if inside else (base or ss[-1])
+        busy = [s for s in inside if s.in_flight > 0]
+
+        def delta(field: str, last: UsageSample = last, base: UsageSample | None = base) -> int:
+            return int(getattr(last, field) - (getattr(base, field) if base else 0))
+
+        out.append(ReplicaUsage(
+            replica_id=rid, model=ss[0].model, engine=ss[0].engine, samples=len(inside),
+            busy_fraction=len(busy) / len(inside) if inside else None,
+            mean_in_flight=sum(s.in_flight for s in inside) / len(inside) if inside else None,
+            peak_queue=max((s.queue_depth for s in inside), default=0), slots=ss[-1].slots,
+            prompt_tokens=delta("prompt_tokens"), output_tokens=delta("output_tokens"), requests=delta("completed"),
+            batches=delta("batches"), first_busy_s=busy[0].t - start if busy else None,
+            last_busy_s=busy[-1].t - start if busy else None,
+        ))  # fmt: skip
+    return out
+
+
+def write_timeline(run_dir: Path, samples: list[UsageSample]) -> None:
+    """Appends: a resumed run adds its own samples after the earlier ones."""
+    with open(Path(run_dir) / TIMELINE, "a") as f:
+        f.writelines(json.dumps(s.model_dump()) + "\n" for s in samples)
+
+
+def read_timeline(run_dir: Path) -> list[UsageSample]:
+    path = Path(run_dir) / TIMELINE
+    if not path.exists():
+        return []
+    return [UsageSample.model_validate_json(x) for x in path.read_text().splitlines() if x.strip()]
