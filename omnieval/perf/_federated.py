@@ -115,6 +115,9 @@ def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = No
         # engine's server never pass the replica process, whose own busy time would read 0
         retired = ray.get(ctl.retired.remote())
         stats = [retired[i].stats for i in ids if i in retired and retired[i].stats is not None]
+        from omnieval._replica_usage import read_timeline
+
+        timeline_samples = read_timeline(res.run_dir)  # before the run directory goes
     wall = res.manifest.timings["inference_s"]
     tm = res.manifest.timings
     # wall-clock start of the inference phase: run end minus everything after it (scoring, verifier; the artifact
@@ -140,7 +143,10 @@ def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = No
             for s in stats
         ],  # fmt: skip
         "predictions": {f"{r.model}/{r.benchmark}/{r.index}": r.prediction for r in recs},
-        "t_start": t0_wall, "t_inference_start": t_inf0, "probe": probed,
+        "t_start": t0_wall, "t_inference_start": tm.get("inference_start_unix", t_inf0), "probe": probed,
+        "replica_usage": [u.model_dump() for u in res.manifest.replica_usage],
+        "timeline": [s.model_dump() for s in timeline_samples],
+        "timings": dict(tm),
         "done_at": done_at,
         "by_benchmark": _by_benchmark(
             [(r.benchmark, r.output.usage.completion_tokens if r.output and r.output.usage else 0) for r in recs]

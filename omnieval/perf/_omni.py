@@ -48,6 +48,8 @@ class FederatedBenchConfig(BaseModel):
     """One entry per benchmark of ``suite``: how it is evaluated conventionally."""
     probe_model: str | None = None
     """Suite model whose replica's batching gain is measured (default: the first vLLM model)."""
+    calibration: dict[str, str] = {}
+    """Engine -> ``omnieval bench calibrate`` JSON (relative to this file): each replica's roofline bound."""
 
 
 def load_config(path: str | Path) -> tuple[FederatedBenchConfig, Path, Path | None]:
@@ -113,9 +115,22 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
     if same_path is not None:
         log(f"same-engine comparison ({same_path.name}) ...")
         same = bench_federated(load_suite(same_path), threads_total=cpus, repeats=repeats, log=log)
+    from omnieval.perf._roofline import diagnose, load_profiles
+
+    profiles = load_profiles({e: Path(config).parent / f for e, f in cfg.calibration.items()})
+    fed = [r for r in rows if r["mode"] == "federated"]
+    for r in fed:
+        r["diagnosis"] = diagnose(r, profiles)
     return {"config": str(config), "suite": str(suite_path), "cpus": cpus, "repeats": repeats,
             "ray_init_s": ray_init_s, "rows": rows, "engine_batching": probe_result,
-            "summary": summarise(rows), "same_engine": same}  # fmt: skip
+            "summary": summarise(rows), "same_engine": same,
+            "diagnosis": _median_run(fed)["diagnosis"] if fed else None}  # fmt: skip
+
+
+def _median_run(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The federated repeat whose end-to-end time is the median one (the one the report details)."""
+    ordered = sorted(rows, key=lambda r: r["e2e_s"])
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def _conventional_row(mode: str, c: dict[str, Any], rep: int, modality: dict[str, str]) -> dict[str, Any]:
@@ -157,7 +172,8 @@ def _federated_row(r: dict[str, Any], rep: int, ray_init_s: float, modality: dic
         "output_tokens": r["output_tokens"], "records": r["records"], "errors": r["errors"],
         "output_tokens_per_s": r["output_tokens"] / max(r["wall_s"], 1e-9),
         "engine_utilisation": r["wall_s"] / max(e2e, 1e-9), "pool_up_s": r["pool_up_s"], "by_modality": per,
-        "engines": engines,
+        "engines": engines, "replica_usage": r.get("replica_usage"), "timeline": r.get("timeline"),
+        "timings": r.get("timings"),
     }  # fmt: skip
 
 
@@ -223,6 +239,11 @@ def plot(result: dict[str, Any], path: Path) -> Path | None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    fed = [r for r in result["rows"] if r["mode"] == "federated" and r.get("timeline")]
+    if fed:
+        from omnieval.perf._roofline import plot_timeline
+
+        plot_timeline(_median_run(fed), path.with_name(path.stem + "-timeline.png"))
     return path
 
 
@@ -249,6 +270,11 @@ def report(res: dict[str, Any]) -> list[str]:
     o = s["overall"]
     lines.append("engine utilisation (inference share of the end-to-end wall): " + ", ".join(
         f"{m} {o[m]['engine_utilisation']:.2f}" for m in MODES))  # fmt: skip
+    if res.get("diagnosis"):
+        from omnieval.perf._roofline import report_lines
+
+        lines.append("median federated repeat:")
+        lines += report_lines(res["diagnosis"])
     g = res.get("engine_batching")
     if g:
         lines.append(f"engine batching gain ({g['engine']} {g['model']}): {g['tok_s_1']:.1f} tok/s at 1 request, "

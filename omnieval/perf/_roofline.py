@@ -1,0 +1,125 @@
+"""Was each engine saturated, and what did the federated run wait on? Facts from the engines' own counters.
+
+For each replica of a federated run (``manifest.replica_usage``, sampled from the engine's ``/metrics`` or its
+in-process counters):
+
+- **busy**: the share of the inference phase with a request in flight;
+- **roofline bound**: the least time its measured work can take at the engine's calibrated saturated rates
+  (``omnieval bench calibrate`` profile: every prompt token at ``prefill_per_token_s``, every generated token in full
+  batches of ``slots`` at ``step_base_s / slots + step_per_seq_s``); efficiency = bound / the phase's wall. A
+  replica without a calibration for its engine has no bound, and the report says which calibration is missing;
+- **why it was idle**, read off its timeline, never guessed: it waited for its first request (start-up of what
+  feeds it), or its work ran out while another replica still worked (the critical path is the replica busy last).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+BUSY_TARGET = 0.85
+
+
+def load_profiles(paths: dict[str, str | Path]) -> dict[str, dict[str, Any]]:
+    """Engine name -> its calibrated profile (``bench calibrate``'s JSON), with where it came from."""
+    out = {}
+    for engine, path in paths.items():
+        data = json.loads(Path(path).expanduser().read_text())
+        out[engine] = {**data["profile"], "file": str(path), "engine_version": data.get("engine_version")}
+    return out
+
+
+def bound_s(u: dict[str, Any], profile: dict[str, Any]) -> float:
+    """Least seconds the replica's prefill + decode work takes at its engine's saturated rates."""
+    slots = max(1, int(profile.get("slots") or 1))
+    per_decoded = float(profile["step_base_s"]) / slots + float(profile["step_per_seq_s"])
+    return int(u["prompt_tokens"]) * float(profile["prefill_per_token_s"]) + int(u["output_tokens"]) * per_decoded
+
+
+def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per replica: busy share, bound, efficiency and the reason it was idle; the critical path; start-up + tail."""
+    wall = float(row["inference_s"])
+    usage = row.get("replica_usage") or []
+    reps = []
+    critical = max(usage, key=lambda u: u.get("last_busy_s") or -1.0, default=None)
+    for u in usage:
+        prof = profiles.get(u["engine"])
+        b = bound_s(u, prof) if prof else None
+        busy = u.get("busy_fraction")
+        reasons = []
+        if busy is not None and busy < BUSY_TARGET:
+            first, last = u.get("first_busy_s"), u.get("last_busy_s")
+            if first is not None and first > 0.05 * wall:
+                reasons.append(f"no request for its first {first:.1f} s of the phase")
+            if last is not None and critical is not None and u is not critical and wall - last > 0.05 * wall:
+                reasons.append(f"its work ran out at {last:.1f} s while {critical['replica_id']} worked to "
+                               f"{critical['last_busy_s']:.1f} s")  # fmt: skip
+            if first is None:
+                reasons.append("never had a request in flight")
+            if not reasons:
+                reasons.append("idle between requests: in flight on average "
+                               f"{u.get('mean_in_flight') or 0:.1f} of {u['slots']} slots")  # fmt: skip
+        reps.append({
+            "replica_id": u["replica_id"], "engine": u["engine"], "model": u["model"], "busy_fraction": busy,
+            "prompt_tokens": u["prompt_tokens"], "output_tokens": u["output_tokens"], "bound_s": b,
+            "efficiency": b / wall if b is not None and wall > 0 else None,
+            "no_bound": None if prof else f"no calibration for engine {u['engine']!r} "
+                                          f"(omnieval bench calibrate --engine {u['engine']})",
+            "last_busy_s": u.get("last_busy_s"), "idle_reasons": reasons,
+        })  # fmt: skip
+    tm = row.get("timings") or {}
+    return {
+        "inference_s": wall,
+        "replicas": reps,
+        "critical_path": critical["replica_id"] if critical else None,
+        "startup_and_tail_s": float(row["e2e_s"]) - wall,
+        "pool_up_s": tm.get("pool_up_s"),
+    }
+
+
+def report_lines(diag: dict[str, Any]) -> list[str]:
+    lines = [f"engines over the inference phase ({diag['inference_s']:.1f} s), from their own counters:"]
+    for r in diag["replicas"]:
+        busy = "n/a" if r["busy_fraction"] is None else f"{100 * r['busy_fraction']:.0f}%"
+        eff = (f"roofline {r['bound_s']:.1f} s -> efficiency {r['efficiency']:.2f}" if r["bound_s"] is not None
+               else r["no_bound"])  # fmt: skip
+        crit = " [critical path]" if r["replica_id"] == diag["critical_path"] else ""
+        lines.append(f"  {r['replica_id']} ({r['engine']}): busy {busy}, prefill {r['prompt_tokens']} tok, decode "
+                     f"{r['output_tokens']} tok, {eff}{crit}")  # fmt: skip
+        lines += [f"    idle because: {why}" for why in r["idle_reasons"]]
+    pu = diag.get("pool_up_s")
+    lines.append(f"start-up + tail (end to end minus inference): {diag['startup_and_tail_s']:.1f} s"
+                 + (f"; of it, replicas up (the slowest engine's load, all in parallel): {pu:.1f} s" if pu else ""))  # fmt: skip
+    return lines
+
+
+def plot_timeline(row: dict[str, Any], path: Path) -> Path | None:
+    """Per replica, requests in flight and waiting over the run (the inference phase shaded)."""
+    from omnieval.perf._common import pyplot
+
+    plt = pyplot()
+    samples = row.get("timeline") or []
+    if plt is None or not samples:
+        return None
+    by: dict[str, list[dict[str, Any]]] = {}
+    for s in sorted(samples, key=lambda s: s["t"]):
+        by.setdefault(s["replica_id"], []).append(s)
+    t0 = min(s["t"] for s in samples)
+    fig, axes = plt.subplots(len(by), 1, figsize=(11, 1.9 * len(by) + 0.6), sharex=True, squeeze=False)
+    tm = row.get("timings") or {}
+    for ax, (rid, ss) in zip(axes[:, 0], sorted(by.items()), strict=True):
+        ts = [s["t"] - t0 for s in ss]
+        ax.step(ts, [s["in_flight"] for s in ss], where="post", label="in flight")
+        ax.step(ts, [s["queue_depth"] for s in ss], where="post", label="waiting", linestyle="--")
+        ax.axhline(ss[-1]["slots"], color="grey", linewidth=0.6, linestyle=":", label="slots")
+        if "inference_start_unix" in tm:
+            ax.axvspan(tm["inference_start_unix"] - t0, tm["inference_end_unix"] - t0, color="#3b6fd8", alpha=0.07)
+        ax.set_ylabel(f"{rid}\n({ss[0]['engine']})", fontsize=8)
+    axes[0, 0].legend(fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel("seconds (shaded: inference phase)")
+    fig.suptitle("federated run: each replica's requests in flight and waiting, from the engine's own counters")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,39 @@
+"""The federated bench's diagnosis: bounds from a calibrated profile, idle reasons read off the timeline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from omnieval.perf._roofline import bound_s, diagnose, load_profiles, report_lines
+
+PROFILE = {"step_base_s": 0.032, "step_per_seq_s": 0.0005, "prefill_per_token_s": 0.001, "slots": 16}
+
+
+def _u(rid: str, engine: str, busy: float | None, first: float | None, last: float | None, p: int, o: int) -> dict:
+    return {"replica_id": rid, "model": "m", "engine": engine, "samples": 10, "busy_fraction": busy,
+            "mean_in_flight": 2.0, "peak_queue": 0, "slots": 4, "prompt_tokens": p, "output_tokens": o,
+            "requests": 0, "batches": 0, "first_busy_s": first, "last_busy_s": last}  # fmt: skip
+
+
+def test_bound_efficiency_critical_path_and_reasons(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "cal.json").write_text(json.dumps({"profile": PROFILE, "engine_version": "vllm 0.32.0"}))
+    profiles = load_profiles({"vllm": tmp_path / "cal.json"})
+    row = {"inference_s": 100.0, "e2e_s": 140.0, "timings": {"pool_up_s": 35.0}, "replica_usage": [
+        _u("vlm-r1", "vllm", 0.97, 0.5, 99.0, 60_000, 1_600),
+        _u("alm-r1", "transformers", 0.40, 30.0, 60.0, 2_000, 900),
+        _u("idle-r1", "vllm", 0.0, None, None, 0, 0),
+    ]}  # fmt: skip
+    d = diagnose(row, profiles)
+    vlm, alm, idle = d["replicas"]
+    assert vlm["bound_s"] == pytest.approx(60_000 * 0.001 + 1_600 * (0.032 / 16 + 0.0005))  # 60 + 4 s
+    assert vlm["efficiency"] == pytest.approx(0.64) and vlm["idle_reasons"] == []
+    assert d["critical_path"] == "vlm-r1" and d["startup_and_tail_s"] == 40.0
+    assert alm["bound_s"] is None and "bench calibrate --engine transformers" in alm["no_bound"]
+    assert alm["idle_reasons"] == ["no request for its first 30.0 s of the phase",
+                                   "its work ran out at 60.0 s while vlm-r1 worked to 99.0 s"]  # fmt: skip
+    assert idle["idle_reasons"] == ["never had a request in flight"]
+    text = "\n".join(report_lines(d))
+    assert "[critical path]" in text and "efficiency 0.64" in text and "replicas up" in text
+    assert bound_s(_u("x", "vllm", 1, 0, 1, 0, 16), PROFILE) == pytest.approx(16 * (0.002 + 0.0005))
