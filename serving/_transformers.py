@@ -11,9 +11,9 @@ keeps answering health checks and stats while the model computes.
 
 Multimodal checkpoints (a ``vision_config`` / ``audio_config`` in config.json) load with ``AutoProcessor`` and
 ``AutoModelForImageTextToText`` (or ``AutoModelForMultimodalLM`` for audio): a request with images or audio goes
-through the model's own chat template and processor (image tiling, log-mel features, placeholder expansion), one
-request per ``generate`` (media change the prompt length per request); text requests still batch. Video reaches
-such a model as frames (``video_input: frames``).
+through the model's own chat template and processor (image tiling, log-mel features, placeholder expansion). Media
+requests waiting together go through the processor as one batch, left-padded like text (each result counts its own
+prompt tokens): one ``generate`` per batch and kind of media. Video reaches such a model as frames (``video_input: frames``).
 """
 
 from __future__ import annotations
@@ -122,6 +122,10 @@ class TransformersEngine(Engine):
         self._processor: Any = None
         self._torch: Any = None
         self._version: str | None = None
+        self._media_batching = True
+        self.media_generate_calls = 0
+        """``generate`` calls for media requests (tests check that waiting media requests share them)."""
+        """False once the model's processor refused a batch of media requests (then served one by one)."""
 
     def version(self) -> str | None:
         return self._version
@@ -225,36 +229,78 @@ class TransformersEngine(Engine):
         if self._processor is None:
             raise RequestFailed(f"engine 'transformers': {self.model_path} is a text model; the request has media")
         text = [r for i, r in enumerate(reqs) if i not in media]
-        done = iter(self._generate_text(text) if text else [])
-        return [self._generate_media(r) if i in media else next(done) for i, r in enumerate(reqs)]
+        results: dict[int, GenerationResult] = dict(zip([i for i in range(len(reqs)) if i not in media],
+                                                        self._generate_text(text) if text else [], strict=True))  # fmt: skip
+        kinds: dict[tuple[bool, bool], list[int]] = {}  # requests with the same kinds of media share one call
+        for i in media:
+            _, imgs, auds = hf_chat(reqs[i].messages)
+            kinds.setdefault((bool(imgs), bool(auds)), []).append(i)
+        for idx in kinds.values():
+            for i, res in zip(idx, self._generate_media_batch([reqs[i] for i in idx]), strict=True):
+                results[i] = res
+        return [results[i] for i in range(len(reqs))]
+
+    def _generate_media_batch(self, reqs: list[GenerationRequest]) -> list[GenerationResult]:
+        """Media requests through the processor together, left-padded like text: one ``generate`` for the batch.
+        A processor that cannot batch (it raises on lists) is said once in the log and then served one by one."""
+        if len(reqs) == 1 or not self._media_batching:
+            return [self._generate_media(r) for r in reqs]
+        try:
+            return self._generate_media_rows(reqs)
+        except (ValueError, TypeError, IndexError) as e:
+            import logging
+
+            self._media_batching = False
+            logging.getLogger("omnieval").warning(
+                "engine 'transformers': %s's processor does not batch media requests (%r); serving them one by one",
+                self.model_path, e,
+            )
+            return [self._generate_media(r) for r in reqs]
 
     def _generate_media(self, r: GenerationRequest) -> GenerationResult:
         """One request through the model's processor: its chat template places the image tokens, its image
         processor resizes and tiles (the same code the model was released with)."""
+        return self._generate_media_rows([r], batched=False)[0]
+
+    def _generate_media_rows(self, reqs: list[GenerationRequest], batched: bool = True) -> list[GenerationResult]:
         torch, tok = self._torch, self._tok
         t0 = time.monotonic()
-        msgs, images, audios = hf_chat(r.messages)
-        text = self._processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        texts: list[str] = []
+        images: list[list[Any]] = []
+        audios: list[Any] = []
+        rate = 0
+        for r in reqs:
+            msgs, imgs, auds = hf_chat(r.messages)
+            texts.append(self._processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False))
+            if imgs:
+                from transformers.image_utils import load_image
+
+                images.append([load_image(u) for u in imgs])
+            if auds:
+                rate = int(self._processor.feature_extractor.sampling_rate)
+                audios += [decode_audio(a["data"], rate) for a in auds]
         kw: dict[str, Any] = {}
         if images:
-            from transformers.image_utils import load_image
-
-            kw["images"] = [load_image(u) for u in images]
+            kw["images"] = images if batched else images[0]
         if audios:
-            rate = int(self._processor.feature_extractor.sampling_rate)
-            kw["audio"] = [decode_audio(a["data"], rate) for a in audios]
-            kw["sampling_rate"] = rate
-        enc = self._processor(text=text, return_tensors="pt", **kw).to(self._model.device)
+            kw["audio"], kw["sampling_rate"] = audios, rate
+        if batched:
+            kw["padding"] = True
+        enc = self._processor(text=texts if batched else texts[0], return_tensors="pt", **kw).to(self._model.device)
         for k, v in enc.items():
             if torch.is_floating_point(v):
                 enc[k] = v.to(self._model.dtype)
-        gc = self._generation_config(r.options)
-        if r.options.temperature > 0 and r.options.seed is not None:
-            torch.manual_seed(r.options.seed)
+        o = reqs[0].options
+        gc = self._generation_config(o)
+        if o.temperature > 0 and o.seed is not None:
+            torch.manual_seed(o.seed)
         with torch.inference_mode():
             out = self._model.generate(**enc, generation_config=gc, tokenizer=tok)
+        self.media_generate_calls += 1
         width = enc["input_ids"].shape[1]
-        return self._result(r, out[0, width:].tolist(), int(width), gc, None, t0)
+        lengths = enc["attention_mask"].sum(dim=1).tolist() if "attention_mask" in enc else [width] * len(reqs)
+        pad = tok.pad_token_id if batched else None
+        return [self._result(r, out[i, width:].tolist(), int(lengths[i]), gc, pad, t0) for i, r in enumerate(reqs)]
 
     def _result(self, r: GenerationRequest, row: list[int], prompt_tokens: int, gc: Any, pad: int | None,
                 t0: float) -> GenerationResult:  # fmt: skip

@@ -115,6 +115,7 @@ def test_transformers_takes_images_and_frames_through_its_processor(plumbing_mod
             )
             assert [r.request_id for r in rs] == [f"mm-{i}" for i in range(5)]
             assert all(r.completion_tokens > 0 for r in rs)
+            assert eng.media_generate_calls < 4, eng.media_generate_calls  # images and frames batched together
             assert "paris" in (await eng.generate(_mm_text(eng))).text.lower()  # the language model is real
             return {k: r.prompt_tokens for k, r in zip(("text", "strip", "square", "f2", "f4"), rs, strict=True)}
         finally:
@@ -170,6 +171,10 @@ def test_transformers_takes_audio_through_its_processor(plumbing_models: dict[st
                 eng.generate(req(4, [AudioContent(value=str(mp3)), q])),  # as it is: mp3, decoded by PyAV
             )
             assert all(r.completion_tokens > 0 for r in rs)
+            # the four audio requests waited together: batched through the processor, not one generate each
+            assert eng.media_generate_calls < 4 and eng._media_batching, eng.media_generate_calls
+            alone = await eng.generate(req(5, [AudioContent(value=str(long_)), q]))  # greedy: the same answer alone
+            assert (alone.text, alone.prompt_tokens) == (rs[2].text, rs[2].prompt_tokens)
             return [r.prompt_tokens for r in rs]
         finally:
             await eng.shutdown()
