@@ -248,9 +248,13 @@ def _execute(
     # framework actors start first: they import their framework, index its tasks and build their requests while
     # the engines load; their first requests wait for a replica
     fw_refs = _start_frameworks(suite, run_dir, controller, pool_cfg, cache_path)
-    # every model's replicas start at once (the controller is a threaded actor): no model waits for another's load
-    ray.get([controller.ensure_model.remote(m, plan.manifest.run_id, replica_runtime_env())
-             for m in suite.models if m.name in needed])  # fmt: skip
+    # parallel: every model's replicas start at once (the controller is a threaded actor)
+    starts = [(m, plan.manifest.run_id, replica_runtime_env()) for m in suite.models if m.name in needed]
+    if suite.pool.start_models == "parallel":
+        ray.get([controller.ensure_model.remote(*a) for a in starts])
+    else:
+        for a in starts:
+            ray.get(controller.ensure_model.remote(*a))
     timings["pool_up_s"] = time.monotonic() - t0
     from omnieval._replica_usage import UsageSampler
 

@@ -165,9 +165,15 @@ class VLMEvalAdapter(FrameworkAdapter):
                 error=RecordError(kind="request_failed", message=f"{type(res).__name__}: {res}") if failed else None,
                 metrics={"acc": float(hits[idx])} if idx in hits else {}, meta={"framework": "vlmeval", **cache_meta(res)},
             ))  # fmt: skip
+        mean, se = _hits_mean_stderr(hits)
+
+        def overall(metric: str, value: float) -> bool:  # the rows that are the per-sample verdicts' mean
+            return se is not None and mean is not None and metric.endswith("/Overall") and abs(value - mean) < 1e-3
+
         scores = [ScoreRow(model=model, benchmark=bench, metric=metric, value=value, num_samples=len(records),
                            num_errors=sum(1 for r in records if r.error), framework="vlmeval",
-                           modality=modality(records))
+                           modality=modality(records), scale=100.0, stderr=se if overall(metric, value) else None,
+                           stderr_method="mean" if overall(metric, value) else None)
                   for metric, value in self._aggregates(acc).items()]  # fmt: skip
         return FrameworkResult(records=records, scores=scores,
                                versions={"ms-vlmeval": _version("ms-vlmeval"), "torch": _version("torch")},
@@ -207,6 +213,18 @@ class VLMEvalAdapter(FrameworkAdapter):
                 if isinstance(v, (int, float)):
                     out[str(k)] = round(float(v), 4)
         return out
+
+
+def _hits_mean_stderr(hits: dict[Any, float]) -> tuple[float | None, float | None]:
+    """Mean of VLMEvalKit's per-sample verdicts and its standard error (0-100): the error of the rows that are that
+    mean (its Overall accuracy). VLMEvalKit computes none itself."""
+    from omnieval.metrics import mean_stderr
+
+    v = list(hits.values())
+    if not v:
+        return None, None
+    se = mean_stderr(sum(v), sum(x * x for x in v), len(v))
+    return 100.0 * sum(v) / len(v), None if se is None else round(100.0 * se, 4)
 
 
 def _to_json(obj: Any) -> str:

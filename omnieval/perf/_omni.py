@@ -27,8 +27,10 @@ from pydantic import BaseModel, ConfigDict
 from omnieval.perf._common import median
 from omnieval.perf._conventional import ConventionalJob, plan_jobs, run_jobs
 
-Mode = Literal["conventional_sequential", "conventional_concurrent", "federated"]
-MODES: tuple[Mode, ...] = ("conventional_sequential", "conventional_concurrent", "federated")
+Mode = Literal["conventional_sequential", "conventional_concurrent", "federated", "federated_same_engine"]
+MODES: tuple[Mode, ...] = ("conventional_sequential", "conventional_concurrent", "federated", "federated_same_engine")
+BASELINES: tuple[Mode, ...] = ("conventional_sequential", "conventional_concurrent")
+FEDERATED: tuple[Mode, ...] = ("federated", "federated_same_engine")
 
 
 class ConventionalEntry(ConventionalJob):
@@ -44,6 +46,9 @@ class FederatedBenchConfig(BaseModel):
     """The federated suite: its pool serves every benchmark below at once."""
     same_engine_suite: str | None = None
     """A llama.cpp suite for the per-process vs federated comparison on identical engines (pooling alone)."""
+    same_engine_federated: str | None = None
+    """The federated suite again with every model on the engine the conventional runners use in-process
+    (transformers): a ``federated_same_engine`` row per modality that differs from conventional only by pooling."""
     conventional: list[ConventionalEntry]
     """One entry per benchmark of ``suite``: how it is evaluated conventionally."""
     probe_model: str | None = None
@@ -57,6 +62,10 @@ def load_config(path: str | Path) -> tuple[FederatedBenchConfig, Path, Path | No
     cfg = FederatedBenchConfig.model_validate(yaml.safe_load(p.read_text()))
     same = (p.parent / cfg.same_engine_suite).resolve() if cfg.same_engine_suite else None
     return cfg, (p.parent / cfg.suite).resolve(), same
+
+
+def _modes(rows: list[dict[str, Any]]) -> list[Mode]:
+    return [m for m in MODES if any(r["mode"] == m for r in rows)]
 
 
 def _probe(model: str | None) -> Any:
@@ -80,6 +89,8 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
 
     cfg, suite_path, same_path = load_config(config)
     suite = no_cache(load_suite(suite_path))
+    same_fed = no_cache(load_suite(Path(config).parent / cfg.same_engine_federated)) if cfg.same_engine_federated else None
+    modes = [m for m in MODES if m != "federated_same_engine" or same_fed is not None]
     seq_jobs = plan_jobs(list(cfg.conventional), suite_path, cpus=cpus, concurrent=False)
     conc_jobs = plan_jobs(list(cfg.conventional), suite_path, cpus=cpus, concurrent=True)
     missing = sorted({b.key for b in suite.benchmarks} - {j["key"] for j in seq_jobs})
@@ -94,7 +105,7 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
     ray_init_s = time.monotonic() - t0
     try:
         for rep in range(repeats):
-            order = list(MODES) if rep % 2 == 0 else list(reversed(MODES))
+            order = list(modes) if rep % 2 == 0 else list(reversed(modes))
             for mode in order:
                 log(f"[repeat {rep + 1}/{repeats}] {mode} ...")
                 if mode == "federated":
@@ -102,6 +113,10 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
                     r = run_federated(suite, [b.key for b in suite.benchmarks], probe=probe)
                     probe_result = probe_result or r.get("probe")
                     row = _federated_row(r, rep, ray_init_s, modality)
+                elif mode == "federated_same_engine":
+                    assert same_fed is not None
+                    r = run_federated(same_fed, [b.key for b in same_fed.benchmarks])
+                    row = {**_federated_row(r, rep, ray_init_s, modality), "mode": mode}
                 else:
                     c = run_jobs(seq_jobs if mode == "conventional_sequential" else conc_jobs,
                                  concurrent=mode == "conventional_concurrent", log=log)  # fmt: skip
@@ -118,9 +133,10 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
     from omnieval.perf._roofline import diagnose, load_profiles
 
     profiles = load_profiles({e: Path(config).parent / f for e, f in cfg.calibration.items()})
+    for r in rows:
+        if r["mode"] in FEDERATED:
+            r["diagnosis"] = diagnose(r, profiles)
     fed = [r for r in rows if r["mode"] == "federated"]
-    for r in fed:
-        r["diagnosis"] = diagnose(r, profiles)
     return {"config": str(config), "suite": str(suite_path), "cpus": cpus, "repeats": repeats,
             "ray_init_s": ray_init_s, "rows": rows, "engine_batching": probe_result,
             "summary": summarise(rows), "same_engine": same,
@@ -177,15 +193,16 @@ def _federated_row(r: dict[str, Any], rep: int, ray_init_s: float, modality: dic
     }  # fmt: skip
 
 
-def _ratio(rows: list[dict[str, Any]], base: str, key: str, modality: str | None = None) -> dict[str, Any]:
-    """Ratio of medians (base ÷ federated) with the per-repeat paired range."""
+def _ratio(rows: list[dict[str, Any]], base: str, key: str, modality: str | None = None,
+           target: str = "federated") -> dict[str, Any]:  # fmt: skip
+    """Ratio of medians (base ÷ target) with the per-repeat paired range."""
 
     def val(r: dict[str, Any]) -> float | None:
         v = r[key] if modality is None else r["by_modality"].get(modality, {}).get(key)
         return float(v) if v else None
 
     b = {r["repeat"]: val(r) for r in rows if r["mode"] == base}
-    f = {r["repeat"]: val(r) for r in rows if r["mode"] == "federated"}
+    f = {r["repeat"]: val(r) for r in rows if r["mode"] == target}
     pairs = [b[k] / f[k] for k in b if f.get(k) and b[k]]  # type: ignore[operator]
     bm, fm = median([v for v in b.values() if v]), median([v for v in f.values() if v])
     return {"ratio_of_medians": bm / fm if fm else None, "per_repeat": pairs,
@@ -194,21 +211,28 @@ def _ratio(rows: list[dict[str, Any]], base: str, key: str, modality: str | None
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"overall": {}, "modalities": {}}
-    for mode in MODES:
+    modes = _modes(rows)
+    for mode in modes:
         rs = [r for r in rows if r["mode"] == mode]
         out["overall"][mode] = {k: median([r[k] for r in rs]) for k in
                                 ("e2e_s", "inference_s", "output_tokens_per_s", "engine_utilisation", "output_tokens")}  # fmt: skip
-    for base in MODES[:2]:
+    for base in BASELINES:
         out["overall"][f"speedup_vs_{base}"] = {k: _ratio(rows, base, k) for k in ("e2e_s", "inference_s")}
+        if "federated_same_engine" in modes:
+            out["overall"][f"same_engine_speedup_vs_{base}"] = {
+                k: _ratio(rows, base, k, target="federated_same_engine") for k in ("e2e_s", "inference_s")}  # fmt: skip
     mods = sorted({m for r in rows for m in r["by_modality"]})
     for m in mods:
         d: dict[str, Any] = {}
-        for mode in MODES:
+        for mode in modes:
             vals = [r["by_modality"][m] for r in rows if r["mode"] == mode and m in r["by_modality"]]
             d[mode] = {k: median([v[k] for v in vals]) for k in ("e2e_s", "inference_s", "output_tokens", "records")}
             d[mode]["output_tokens_per_s"] = d[mode]["output_tokens"] / max(d[mode]["inference_s"], 1e-9)
-        for base in MODES[:2]:
+        for base in BASELINES:
             d[f"speedup_vs_{base}"] = {k: _ratio(rows, base, k, m) for k in ("e2e_s", "inference_s")}
+            if "federated_same_engine" in modes:
+                d[f"same_engine_speedup_vs_{base}"] = {
+                    k: _ratio(rows, base, k, m, target="federated_same_engine") for k in ("e2e_s", "inference_s")}  # fmt: skip
         out["modalities"][m] = d
     return out
 
@@ -222,13 +246,15 @@ def plot(result: dict[str, Any], path: Path) -> Path | None:
     s = result["summary"]
     groups = [*s["modalities"], "overall"]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    width = 0.27
+    modes = [m for m in MODES if m in s["overall"]]
+    width = 0.8 / len(modes)
     for ax, key, title in zip(
         axes, ("e2e_s", "inference_s"), ("end-to-end wall (s)", "inference wall (s)"), strict=True
     ):
-        for j, mode in enumerate(MODES):
+        for j, mode in enumerate(modes):
             vals = [(s["overall"] if g == "overall" else s["modalities"][g])[mode][key] for g in groups]
-            ax.bar([i + (j - 1) * width for i in range(len(groups))], vals, width, label=mode.replace("_", " "))
+            ax.bar([i + (j - (len(modes) - 1) / 2) * width for i in range(len(groups))], vals, width,
+                   label=mode.replace("_", " "))  # fmt: skip
         ax.set_xticks(range(len(groups)), groups)
         ax.set_title(title)
     axes[0].legend(fontsize=8)
@@ -267,14 +293,27 @@ def report(res: dict[str, Any]) -> list[str]:
             f"{fmt(d['speedup_vs_conventional_sequential']['inference_s'])}; tok/s "
             f"{cs['output_tokens_per_s']:.1f} / {cc['output_tokens_per_s']:.1f} / {fd['output_tokens_per_s']:.1f}"
         )
+    if "federated_same_engine" in s["overall"]:
+        lines.append("same engine (the pool's transformers replicas vs the conventional runners' in-process "
+                     "transformers): pooling alone")  # fmt: skip
+        for g, d in [*s["modalities"].items(), ("overall", s["overall"])]:
+            cs, fs = d["conventional_sequential"], d["federated_same_engine"]
+            lines.append(
+                f"{g:8s} e2e: sequential {cs['e2e_s']:.1f} s | federated same engine {fs['e2e_s']:.1f} s -> "
+                f"{fmt(d['same_engine_speedup_vs_conventional_sequential']['e2e_s'])} vs sequential, "
+                f"{fmt(d['same_engine_speedup_vs_conventional_concurrent']['e2e_s'])} vs concurrent; inference "
+                f"{cs['inference_s']:.1f} / {fs['inference_s']:.1f} s"
+            )  # fmt: skip
     o = s["overall"]
     lines.append("engine utilisation (inference share of the end-to-end wall): " + ", ".join(
-        f"{m} {o[m]['engine_utilisation']:.2f}" for m in MODES))  # fmt: skip
-    if res.get("diagnosis"):
-        from omnieval.perf._roofline import report_lines
+        f"{m} {o[m]['engine_utilisation']:.2f}" for m in MODES if m in o))  # fmt: skip
+    from omnieval.perf._roofline import report_lines
 
-        lines.append("median federated repeat:")
-        lines += report_lines(res["diagnosis"])
+    for mode in FEDERATED:
+        runs = [r for r in res.get("rows", []) if r["mode"] == mode and r.get("diagnosis")]
+        if runs:
+            lines.append(f"median {mode.replace('_', ' ')} repeat:")
+            lines += report_lines(_median_run(runs)["diagnosis"])
     g = res.get("engine_batching")
     if g:
         lines.append(f"engine batching gain ({g['engine']} {g['model']}): {g['tok_s_1']:.1f} tok/s at 1 request, "

@@ -62,6 +62,9 @@ def test_vlmeval_adapter_sends_images_and_keeps_vlmeval_scores(vlmeval_env: Path
     scores = {s.metric: s for s in res.scores}
     # VLMEvalKit's own report_acc: Overall plus one column per TSV category
     assert scores["acc/Overall"].value == 100.0 and {"acc/circle", "acc/square", "acc/triangle"} <= set(scores)
+    # every verdict 1: the mean's standard error is 0; the category columns are not that mean and get none
+    assert (scores["acc/Overall"].stderr, scores["acc/Overall"].stderr_method) == (0.0, "mean")
+    assert scores["acc/circle"].stderr is None and scores["acc/circle"].scale == 100.0
     assert all(s.framework == "vlmeval" and s.modality == "image" for s in res.scores)
     assert res.versions["ms-vlmeval"] == "0.0.20" and res.versions["torch"]
     assert len(res.records) == 8 and res.records[0].options == ["red", "green", "blue", "yellow"]
