@@ -40,6 +40,11 @@ class UsageSample(BaseModel):
     completed: int
     batches: int = 0
     kv_usage: float | None = None
+    pool_in_flight: int | None = None
+    """Requests the pool's clients had outstanding at the replica (sent, unanswered): above ``in_flight``, the rest
+    were in the server's front end (tokenising, media preprocessing) before its scheduler counted them."""
+    limit: int | None = None
+    """The pool's adaptive concurrency limit for the replica then."""
 
 
 class ReplicaUsage(BaseModel):
@@ -64,6 +69,10 @@ class ReplicaUsage(BaseModel):
     requests: int
     batches: int
     """Batched calls (transformers): requests / batches is its mean batch size."""
+    mean_pool_in_flight: float | None = None
+    """Mean of the pool's outstanding requests at the replica over the phase (see ``UsageSample.pool_in_flight``)."""
+    peak_limit: int | None = None
+    """The highest concurrency limit the pool set for it during the phase."""
     first_busy_s: float | None
     """Seconds from the phase's start to the first sample with work in flight."""
     last_busy_s: float | None
@@ -104,6 +113,8 @@ class UsageSampler:
             infos = [i for i in ray.get(self.controller.replicas.remote(), timeout=10)
                      if i.model in self.models and i.state in ("healthy", "draining")]  # fmt: skip
             refs = [(i, serve.get_app_handle(i.replica_id).stats.remote()) for i in infos]
+            pool_side = ray.get(self.controller.client_in_flight.remote(), timeout=10)
+            limits = ray.get(self.controller.limits.remote(), timeout=10)
             now = time.time()
             for info, ref in refs:
                 try:
@@ -114,6 +125,8 @@ class UsageSampler:
                     t=now, replica_id=info.replica_id, model=info.model, engine=s.engine, in_flight=s.in_flight,
                     queue_depth=s.queue_depth, slots=s.slots, prompt_tokens=s.prompt_tokens,
                     output_tokens=s.output_tokens, completed=s.completed, batches=s.batches, kv_usage=s.kv_usage,
+                    pool_in_flight=pool_side.get(info.replica_id),
+                    limit=None if info.replica_id not in limits else int(limits[info.replica_id]["limit"] or 0),
                 ))  # fmt: skip
         except Exception as e:  # noqa: BLE001 - sampling is diagnostics; the run goes on without it
             log.debug("usage sample failed: %r", e)
@@ -132,6 +145,8 @@ def summarize(samples: list[UsageSample], start: float, end: float) -> list[Repl
         base = before[-1] if before else None
         last = inside[-1] if inside else (base or ss[-1])
         busy = [s for s in inside if s.in_flight > 0]
+        pool_side = [s.pool_in_flight for s in inside if s.pool_in_flight is not None]
+        limits = [s.limit for s in inside if s.limit is not None]
 
         def delta(field: str, last: UsageSample = last, base: UsageSample | None = base) -> int:
             return int(getattr(last, field) - (getattr(base, field) if base else 0))
@@ -143,6 +158,8 @@ def summarize(samples: list[UsageSample], start: float, end: float) -> list[Repl
             peak_queue=max((s.queue_depth for s in inside), default=0), slots=ss[-1].slots,
             prompt_tokens=delta("prompt_tokens"), output_tokens=delta("output_tokens"), requests=delta("completed"),
             batches=delta("batches"), first_busy_s=busy[0].t - start if busy else None,
+            mean_pool_in_flight=sum(pool_side) / len(pool_side) if pool_side else None,
+            peak_limit=max(limits) if limits else None,
             last_busy_s=busy[-1].t - start if busy else None,
         ))  # fmt: skip
     return out

@@ -449,6 +449,15 @@ class PoolController:
         clients = sum(v for c, v in self._client_inflight.get(rid, {}).items() if c in live)
         return max(self._engine_inflight.get(rid, 0), clients)
 
+    def client_in_flight(self) -> dict[str, int]:
+        """Per replica: requests its live clients have outstanding there (sent, not yet answered), whatever the
+        engine counts; the gap to the engine's own count is work in its server's front end."""
+        with self._lock:
+            now = time.monotonic()
+            live = {c for seen in self._client_seen.values() for c, t in seen.items() if now - t <= CLIENT_TTL_S}
+            return {rid: sum(v for c, v in self._client_inflight.get(rid, {}).items() if c in live)
+                    for rid in self._replicas}  # fmt: skip
+
     def limits(self) -> dict[str, dict[str, float | None]]:
         """Per replica: its concurrency limit now, where it started and the highest it reached, how many decisions
         fed it, its no-queue latency baseline."""
@@ -473,6 +482,9 @@ class PoolController:
         info.prefix_token_id = stats.prefix_token_id
         info.tokenizer_dir = stats.tokenizer_dir
         info.log = stats.log or info.log
+        lim = self._limiters.get(info.replica_id)
+        if lim is not None:  # a client synced before the replica's first stats said how many slots it batches
+            lim.start_at_least(int(stats.slots))
         self._engine_inflight[info.replica_id] = stats.in_flight
         info.in_flight = self._in_flight(info.replica_id)
         if info.in_flight == 0:

@@ -109,6 +109,13 @@ class GradientLimiter:
             self._set(max(self._limit + 1, self._limit * self.growth))
         return self.limit
 
+    def start_at_least(self, n: int) -> None:
+        """Raise the start to ``n`` (the engine's batch slots, learnt after the first client synced): a limit below
+        the slots idles slots by construction."""
+        if n > self.initial:
+            self.initial = min(self.max_limit, n)
+            self._set(max(self._limit, float(n)))
+
     def _set(self, value: float) -> None:
         self._limit = max(float(self.min_limit), min(float(self.max_limit), value))
         self.peak_limit = max(self.peak_limit, self.limit)

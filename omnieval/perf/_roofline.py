@@ -60,6 +60,17 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]]) -> dict[s
             if not reasons:
                 reasons.append("idle between requests: in flight on average "
                                f"{u.get('mean_in_flight') or 0:.1f} of {u['slots']} slots")  # fmt: skip
+        pool_mean, eng_mean = u.get("mean_pool_in_flight"), u.get("mean_in_flight")
+        if pool_mean is not None and eng_mean is not None:
+            if pool_mean > eng_mean + 1:
+                reasons.append(f"the pool had {pool_mean:.1f} requests outstanding on average but the engine counted "
+                               f"{eng_mean:.1f} running or waiting: the rest were in its server's front end "
+                               "(tokenising, media preprocessing) before its scheduler")  # fmt: skip
+            lim = u.get("peak_limit")
+            if lim and max(pool_mean, eng_mean) < 0.5 * min(lim, u["slots"]):
+                reasons.append(f"the pool sent {pool_mean:.1f} at a time on average while its limit allowed {lim} "
+                               f"and the engine has {u['slots']} slots: the benchmarks' requests were not there "
+                               "to send (supply)")  # fmt: skip
         reps.append({
             "replica_id": u["replica_id"], "engine": u["engine"], "model": u["model"], "busy_fraction": busy,
             "prompt_tokens": u["prompt_tokens"], "output_tokens": u["output_tokens"], "bound_s": b,
@@ -87,7 +98,7 @@ def report_lines(diag: dict[str, Any]) -> list[str]:
         crit = " [critical path]" if r["replica_id"] == diag["critical_path"] else ""
         lines.append(f"  {r['replica_id']} ({r['engine']}): busy {busy}, prefill {r['prompt_tokens']} tok, decode "
                      f"{r['output_tokens']} tok, {eff}{crit}")  # fmt: skip
-        lines += [f"    idle because: {why}" for why in r["idle_reasons"]]
+        lines += [f"    not saturated: {why}" for why in r["idle_reasons"]]
     pu = diag.get("pool_up_s")
     lines.append(f"start-up + tail (end to end minus inference): {diag['startup_and_tail_s']:.1f} s"
                  + (f"; of it, replicas up (the slowest engine's load, all in parallel): {pu:.1f} s" if pu else ""))  # fmt: skip
@@ -112,6 +123,8 @@ def plot_timeline(row: dict[str, Any], path: Path) -> Path | None:
         ts = [s["t"] - t0 for s in ss]
         ax.step(ts, [s["in_flight"] for s in ss], where="post", label="in flight")
         ax.step(ts, [s["queue_depth"] for s in ss], where="post", label="waiting", linestyle="--")
+        if any(s.get("pool_in_flight") is not None for s in ss):
+            ax.step(ts, [s.get("pool_in_flight") or 0 for s in ss], where="post", label="sent by the pool", alpha=0.7)
         ax.axhline(ss[-1]["slots"], color="grey", linewidth=0.6, linestyle=":", label="slots")
         if "inference_start_unix" in tm:
             ax.axvspan(tm["inference_start_unix"] - t0, tm["inference_end_unix"] - t0, color="#3b6fd8", alpha=0.07)

@@ -70,3 +70,18 @@ def test_bad_parameters_rejected() -> None:
         GradientLimiter(initial=4, max_limit=2)
     with pytest.raises(ValueError):
         GradientLimiter(tolerance=0.5)
+
+
+def test_start_at_least_raises_a_limit_created_before_the_slots_were_known() -> None:
+    """A replica's first client can sync before its first stats: the limit then started at the configured 4; when
+    the engine says it batches 32, the limit starts there (the measured federated bench ran vLLM at a peak of 5)."""
+    from schedulers._gradient import GradientLimiter
+
+    lim = GradientLimiter(initial=4, max_limit=256)
+    lim.start_at_least(32)
+    assert (lim.initial, lim.limit, lim.peak_limit) == (32, 32, 32)
+    lim.start_at_least(8)  # never lowers
+    assert lim.limit == 32
+    capped = GradientLimiter(initial=4, max_limit=16)
+    capped.start_at_least(32)
+    assert capped.limit == 16

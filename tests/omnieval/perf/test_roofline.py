@@ -37,3 +37,17 @@ def test_bound_efficiency_critical_path_and_reasons(tmp_path) -> None:  # type: 
     text = "\n".join(report_lines(d))
     assert "[critical path]" in text and "efficiency 0.64" in text and "replicas up" in text
     assert bound_s(_u("x", "vllm", 1, 0, 1, 0, 16), PROFILE) == pytest.approx(16 * (0.002 + 0.0005))
+
+
+def test_pool_side_counts_tell_front_end_work_from_missing_supply() -> None:
+    """What the pool had outstanding vs what the engine's scheduler counted: a gap is work in the server's front
+    end; a pool far below its limit and the slots had no more requests to send."""
+    front = {**_u("vlm-r1", "vllm", 0.97, 0.1, 70.0, 1000, 100), "mean_in_flight": 4.0, "mean_pool_in_flight": 21.0,
+             "peak_limit": 32, "slots": 32}  # fmt: skip
+    supply = {**_u("alm-r1", "vllm", 0.9, 0.1, 70.0, 10, 10), "mean_in_flight": 1.0, "mean_pool_in_flight": 1.2,
+              "peak_limit": 32, "slots": 32}  # fmt: skip
+    d = diagnose({"inference_s": 72.0, "e2e_s": 100.0, "replica_usage": [front, supply]}, {})
+    (f_why,), (s_why,) = (r["idle_reasons"] for r in d["replicas"])
+    assert f_why.startswith("the pool had 21.0 requests outstanding on average but the engine counted 4.0")
+    assert "front end" in f_why
+    assert s_why.startswith("the pool sent 1.2 at a time on average while its limit allowed 32") and "supply" in s_why
