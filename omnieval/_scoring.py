@@ -137,20 +137,19 @@ class BenchmarkScorer:
     def _corpus_stderr(
         self, metric: Metric, preds: list[str | None], refs: list[Any]
     ) -> tuple[float | None, StderrMethod]:
-        """Bootstrap over samples (lm-eval's draws), or over units when the benchmark clusters."""
-        if self.spec.cluster_by is None:
-            pairs = list(zip(preds, refs, strict=True))
-            f = lambda xs: metric.aggregate([], [p for p, _ in xs], [r for _, r in xs])  # noqa: E731
-            return bootstrap_stderr(f, pairs), "bootstrap"
-        units: dict[str, list[tuple[str | None, Any]]] = defaultdict(list)
-        for u, p, r in zip(self._cluster_of, preds, refs, strict=True):
+        """Bootstrap over samples (lm-eval's draws: they depend only on how many items there are, so a sample as a
+        unit of one draws as lm-eval does), or over units when the benchmark clusters."""
+        units: dict[Any, list[tuple[str | None, Any]]] = defaultdict(list)
+        keys = self._cluster_of if self.spec.cluster_by is not None else range(len(preds))
+        for u, p, r in zip(keys, preds, refs, strict=True):
             units[u].append((p, r))
 
         def over_units(chosen: list[list[tuple[str | None, Any]]]) -> float:
             flat = [x for unit in chosen for x in unit]
             return metric.aggregate([], [p for p, _ in flat], [r for _, r in flat])
 
-        return bootstrap_stderr(over_units, list(units.values())), "cluster_bootstrap"
+        se = bootstrap_stderr(over_units, list(units.values()))
+        return se, "bootstrap" if self.spec.cluster_by is None else "cluster_bootstrap"
 
 
 def score_benchmark(records: list[Record], spec: BenchmarkSpec, *, model: str, engine: str) -> list[ScoreRow]:

@@ -444,19 +444,21 @@ class PoolController:
         """Requests in the replica: what the engine counts, or what clients that synced within ``CLIENT_TTL_S``
         report when that is more (a server reached directly that exposes no load metrics). A client that stopped
         syncing (its run ended, its actor died) stops counting."""
+        return max(self._engine_inflight.get(rid, 0), self._clients_in_flight(rid, self._live_clients()))
+
+    def _live_clients(self) -> set[str]:
         now = time.monotonic()
-        live = {c for seen in self._client_seen.values() for c, t in seen.items() if now - t <= CLIENT_TTL_S}
-        clients = sum(v for c, v in self._client_inflight.get(rid, {}).items() if c in live)
-        return max(self._engine_inflight.get(rid, 0), clients)
+        return {c for seen in self._client_seen.values() for c, t in seen.items() if now - t <= CLIENT_TTL_S}
+
+    def _clients_in_flight(self, rid: str, live: set[str]) -> int:
+        return sum(v for c, v in self._client_inflight.get(rid, {}).items() if c in live)
 
     def client_in_flight(self) -> dict[str, int]:
         """Per replica: requests its live clients have outstanding there (sent, not yet answered), whatever the
         engine counts; the gap to the engine's own count is work in its server's front end."""
         with self._lock:
-            now = time.monotonic()
-            live = {c for seen in self._client_seen.values() for c, t in seen.items() if now - t <= CLIENT_TTL_S}
-            return {rid: sum(v for c, v in self._client_inflight.get(rid, {}).items() if c in live)
-                    for rid in self._replicas}  # fmt: skip
+            live = self._live_clients()
+            return {rid: self._clients_in_flight(rid, live) for rid in self._replicas}
 
     def limits(self) -> dict[str, dict[str, float | None]]:
         """Per replica: its concurrency limit now, where it started and the highest it reached, how many decisions
