@@ -39,14 +39,15 @@ def builtin_specs(suite: SuiteConfig) -> dict[str, BenchmarkSpec]:
     }
 
 
-def iter_records(suite: SuiteConfig, specs: dict[str, BenchmarkSpec]) -> Iterator[Record]:
-    """The suite's Records one at a time (benchmark order, then model order, then sample order)."""
+def iter_records(suite: SuiteConfig, specs: dict[str, BenchmarkSpec], models: set[str] | None = None) -> Iterator[Record]:
+    """The suite's Records one at a time (benchmark order, then model order, then sample order); ``models``: only
+    theirs."""
     for b in suite.benchmarks:
         spec = specs.get(b.key)
         if spec is None:
             continue
         for m in suite.models:
-            if b.models is not None and m.name not in b.models:
+            if (b.models is not None and m.name not in b.models) or (models is not None and m.name not in models):
                 continue
             yield from spec.iter_records(
                 model=m.name, generation=suite.generation, limit=b.limit, prompt=b.prompt, overrides=b.generation.as_dict(),

@@ -73,6 +73,13 @@ class ReplicaUsage(BaseModel):
     """Mean of the pool's outstanding requests at the replica over the phase (see ``UsageSample.pool_in_flight``)."""
     peak_limit: int | None = None
     """The highest concurrency limit the pool set for it during the phase."""
+    up_at_s: float | None = None
+    """Seconds from the phase's start to the replica's first sample (0 when it was up before the phase): requests
+    are dispatched to a model as soon as its replica is up, so a slow engine joins a phase already under way."""
+    load_s: float | None = None
+    """The engine's own load time (weights and server), as the replica measured it."""
+    up_s: float | None = None
+    """Deploy call to healthy: the engine's load plus Ray's placement and Serve's deploy around it."""
     first_busy_s: float | None
     """Seconds from the phase's start to the first sample with work in flight."""
     last_busy_s: float | None
@@ -85,6 +92,8 @@ class UsageSampler:
     def __init__(self, controller: Any, models: list[str], period_s: float = 1.0) -> None:
         self.controller, self.models, self.period_s = controller, set(models), period_s
         self.samples: list[UsageSample] = []
+        self.startup: dict[str, tuple[float | None, float | None]] = {}
+        """Replica -> (engine load s, deploy-to-healthy s), from the controller's view."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="omnieval-usage")
 
@@ -113,6 +122,7 @@ class UsageSampler:
             infos = [i for i in ray.get(self.controller.replicas.remote(), timeout=10)
                      if i.model in self.models and i.state in ("healthy", "draining")]  # fmt: skip
             refs = [(i, serve.get_app_handle(i.replica_id).stats.remote()) for i in infos]
+            self.startup.update((i.replica_id, (i.load_s, i.up_s)) for i in infos)
             pool_side = ray.get(self.controller.client_in_flight.remote(), timeout=10)
             limits = ray.get(self.controller.limits.remote(), timeout=10)
             now = time.time()
@@ -132,9 +142,11 @@ class UsageSampler:
             log.debug("usage sample failed: %r", e)
 
 
-def summarize(samples: list[UsageSample], start: float, end: float) -> list[ReplicaUsage]:
+def summarize(samples: list[UsageSample], start: float, end: float,
+              startup: dict[str, tuple[float | None, float | None]] | None = None) -> list[ReplicaUsage]:  # fmt: skip
     """Per replica over [start, end] (unix times); counters are differences across the window, taken from the
-    last sample at or before ``start`` (0 when none: the replica started inside the window)."""
+    last sample at or before ``start`` (0 when none: the replica started inside the window). Busy and mean shares
+    are over the samples the replica was up for: one that came up inside the phase is judged from then."""
     by: dict[str, list[UsageSample]] = {}
     for s in sorted(samples, key=lambda s: s.t):
         by.setdefault(s.replica_id, []).append(s)
@@ -161,6 +173,8 @@ def summarize(samples: list[UsageSample], start: float, end: float) -> list[Repl
             mean_pool_in_flight=sum(pool_side) / len(pool_side) if pool_side else None,
             peak_limit=max(limits) if limits else None,
             last_busy_s=busy[-1].t - start if busy else None,
+            up_at_s=max(0.0, ss[0].t - start) if ss else None,
+            load_s=(startup or {}).get(rid, (None, None))[0], up_s=(startup or {}).get(rid, (None, None))[1],
         ))  # fmt: skip
     return out
 

@@ -11,6 +11,7 @@ import itertools
 import logging
 import socket
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -214,12 +215,13 @@ def _start_verifier_stream(suite: SuiteConfig) -> Any:
     return VerifierStream(v).start()
 
 
-def _keep_usage(plan: RunPlan, timings: dict[str, float], samples: list[Any], start: float, end: float) -> None:
+def _keep_usage(plan: RunPlan, timings: dict[str, float], sampler: Any, start: float, end: float) -> None:
     """The replicas' timeline into the run, and its summary over this inference phase into the manifest."""
     from omnieval._replica_usage import summarize, write_timeline
 
+    samples = sampler.stop()
     write_timeline(plan.run_dir, samples)
-    plan.manifest.replica_usage = summarize(samples, start, end)
+    plan.manifest.replica_usage = summarize(samples, start, end, sampler.startup)
     timings["inference_start_unix"], timings["inference_end_unix"] = start, end
 
 
@@ -227,13 +229,13 @@ def _execute(
     plan: RunPlan, controller: Any, timings: dict[str, float], show_progress: bool | None, stream: Any = None,
     inline: Any = None,
 ) -> tuple[list[Any], _Tally]:
-    """Pool up, then every Record not yet in the checkpoint streams through the client actors into it (and into
-    the streaming verifier, when on)."""
+    """Models start in the background; every Record not yet in the checkpoint streams through the client actors
+    into it (and into the streaming verifier, when on), each model's Records from the moment its own replicas are
+    up: a fast engine works while a slow one still loads."""
     from cluster import replica_runtime_env
-    from pool import ChunkResult, EvalClient, decode_records
+    from pool import ChunkResult, EvalClient, ModelStarts, decode_records
 
     suite, run_dir, specs = plan.suite, plan.run_dir, plan.specs
-    t0 = time.monotonic()
     needed = {m for (m, b), n in plan.totals.items() if plan.done.get((m, b), 0) < n}
     needed |= {b.judge for b in suite.benchmarks if b.judge}
     needed |= {m.name for b in suite.benchmarks if b.framework != "builtin" for m in suite.models
@@ -242,27 +244,18 @@ def _execute(
     pool_cfg = suite.pool
     # client actors only for built-in Records still to infer (framework tasks bring their own client), on nodes that
     # see the samples' media: checked before anything is deployed
-    builtin_left = any(plan.done.get(k, 0) < n for k, n in plan.totals.items())
+    builtin_models = {m for (m, b), n in plan.totals.items() if plan.done.get((m, b), 0) < n}
+    builtin_left = bool(builtin_models)
     n_clients = suite.pool.clients if builtin_left else 0
     spots = client_spots(plan.media_dirs, n_clients)
     # framework actors start first: they import their framework, index its tasks and build their requests while
-    # the engines load; their first requests wait for a replica
+    # the engines load; their first requests wait for a replica of their model
     fw_refs = _start_frameworks(suite, run_dir, controller, pool_cfg, cache_path)
-    # parallel: every model's replicas start at once (the controller is a threaded actor)
-    starts = [(m, plan.manifest.run_id, replica_runtime_env()) for m in suite.models if m.name in needed]
-    if suite.pool.start_models == "parallel":
-        ray.get([controller.ensure_model.remote(*a) for a in starts])
-    else:
-        for a in starts:
-            ray.get(controller.ensure_model.remote(*a))
-    timings["pool_up_s"] = time.monotonic() - t0
+    starts = ModelStarts(controller, [(m, plan.manifest.run_id, replica_runtime_env()) for m in suite.models
+                                      if m.name in needed], suite.pool.start_models).start()  # fmt: skip
     from omnieval._replica_usage import UsageSampler
 
     sampler = UsageSampler(controller, sorted(needed), suite.pool.usage_sample_period_s).start()
-    # size the in-flight window for the largest the pool may grow to (elastic scale-out adds replicas), each
-    # replica at its concurrency ceiling: the adaptive limits, not this window, decide what is sent
-    inflight = sum(suite.pool.max_inflight_per_replica * max(m.replicas, m.max_replicas or 0)
-                   for m in suite.models if m.name in needed) or 1  # fmt: skip
     clients = [
         EvalClient.options(**spots[i]).remote(  # type: ignore[attr-defined]
             controller, pool_cfg, suite.seed, i, cache_path, plan.video_inputs
@@ -281,42 +274,108 @@ def _execute(
     seq_done = {r.key: r for r in iter_checkpoint(run_dir) if r.benchmark in seq_specs} if seq_specs else {}
     seq = [r for r in iter_records(suite, seq_specs) if r.key not in plan.done_keys]
     waves = _turn_waves(seq)
-    rest = (r for r in iter_records(suite, {k: s for k, s in specs.items() if k not in seq_specs})
-            if r.key not in plan.done_keys)  # fmt: skip
+    first_wave = _fill_history(waves[0], seq_done) if waves else []
+    rest_specs = {k: s for k, s in specs.items() if k not in seq_specs}
     ckpt = CheckpointWriter(run_dir)
+    lock = threading.Lock()
+    stop = threading.Event()
     try:
         with RunProgress(plan.totals, enabled=show_progress) as progress:
             progress.preload(plan.done)
-            if inline is not None:  # the pool is up: framework requests flow, counted in the run's progress
-                inline.progress = progress
-                inline.attach(controller)
 
             def sink(res: ChunkResult) -> None:
-                ckpt.write_lines(res.lines)  # persisted before scoring: a crash after this loses nothing
-                progress.advance_counts(res.counts, tokens=res.output_tokens)
-                tally.add_counts(res)
-                recs = None
-                if any(b in seq_specs for _, b in res.counts):  # later turns need these answers
-                    recs = decode_records(res.lines)
-                    seq_done.update((r.key, r) for r in recs)
-                if stream is not None:  # queued for the judge, which works while inference goes on
-                    stream.submit(recs if recs is not None else decode_records(res.lines))
+                with lock:  # one thread per model delivers
+                    if stop.is_set():
+                        return  # the run failed or was cancelled: its checkpoint is closed; a resume redoes these
+                    ckpt.write_lines(res.lines)  # persisted before scoring: a crash after this loses nothing
+                    progress.advance_counts(res.counts, tokens=res.output_tokens)
+                    tally.add_counts(res)
+                    recs = None
+                    if any(b in seq_specs for _, b in res.counts):  # later turns need these answers
+                        recs = decode_records(res.lines)
+                        seq_done.update((r.key, r) for r in recs)
+                    if stream is not None:  # queued for the judge, which works while inference goes on
+                        stream.submit(recs if recs is not None else decode_records(res.lines))
 
-            if clients:
-                first = itertools.chain(rest, _fill_history(waves[0], seq_done) if waves else [])
-                _dispatch_all(suite, clients, first, sink, inflight)
-                for wave in waves[1:]:
-                    _dispatch_all(suite, clients, _fill_history(wave, seq_done), sink, inflight)
+            def model_records(model: str) -> Iterable[Record]:
+                rest = (r for r in iter_records(suite, rest_specs, {model}) if r.key not in plan.done_keys)
+                for r in itertools.chain(rest, (r for r in first_wave if r.model == model)):
+                    if stop.is_set():
+                        return
+                    yield r
+
+            per_model = _ModelDispatch(suite, clients, starts, sink, stop) if clients else None
+            if per_model is not None:
+                per_model.start({m: model_records(m) for m in sorted(starts.models) if m in builtin_models})
+            if inline is not None:  # framework requests flow (each waits for its model), counted in the progress
+                inline.progress = progress
+                inline.attach(controller)
+            if per_model is not None:
+                per_model.join()
+            starts.wait_all()
+            for wave in waves[1:] if clients else []:
+                _dispatch_all(suite, clients, _fill_history(wave, seq_done), sink, _window_records(suite, needed))
             fw_results = _finish_frameworks(suite, run_dir, fw_refs, inline)
+    except BaseException:
+        stop.set()
+        starts.stop()
+        raise
     finally:
-        ckpt.close()
-        _keep_usage(plan, timings, sampler.stop(), t0_unix, time.time())
+        with lock:
+            stop.set()
+            ckpt.close()
+        _keep_usage(plan, timings, sampler, t0_unix, time.time())
+        timings.update({f"up_s.{m}": s for m, s in starts.up_s.items()})
+        if starts.up_s:
+            timings["pool_up_s"] = max(starts.up_s.values())
     for res in fw_results:  # framework tasks count too
         tally.add_counts(ChunkResult.of(res.records))
     timings["inference_s"] = time.monotonic() - t0
     if stream is not None:
         stream.mark_inference_done()
     return fw_results, tally
+
+
+def _window_records(suite: SuiteConfig, models: set[str]) -> int:
+    """Records in flight to fill ``models``' replicas at their concurrency ceiling, as large as the pool may grow
+    (elastic scale-out adds replicas): the adaptive limits, not this window, decide what is sent."""
+    return sum(suite.pool.max_inflight_per_replica * max(m.replicas, m.max_replicas or 0)
+               for m in suite.models if m.name in models) or 1  # fmt: skip
+
+
+class _ModelDispatch:
+    """One dispatch thread per model: it waits for that model's replicas, then streams its Records with a window
+    sized for them. The driver's main thread only joins (polled, so ``ray job stop``'s SIGTERM is handled)."""
+
+    def __init__(self, suite: SuiteConfig, clients: list[Any], starts: Any, sink: Any, stop: threading.Event) -> None:
+        self.suite, self.clients, self.starts, self.sink, self.stop = suite, clients, starts, sink, stop
+        self.threads: list[threading.Thread] = []
+        self.errors: list[BaseException] = []
+
+    def start(self, records: dict[str, Iterable[Record]]) -> None:
+        for model, recs in records.items():
+            t = threading.Thread(target=self._run, args=(model, recs), daemon=True, name=f"omnieval-dispatch-{model}")
+            t.start()
+            self.threads.append(t)
+
+    def _run(self, model: str, records: Iterable[Record]) -> None:
+        try:
+            self.starts.wait(model, self.stop)
+            _dispatch_all(self.suite, self.clients, records, self.sink, _window_records(self.suite, {model}))
+        except BaseException as e:  # noqa: BLE001 - raised in the main thread by join()
+            self.errors.append(e)
+            self.stop.set()
+
+    def join(self) -> None:
+        for t in self.threads:
+            while t.is_alive():
+                t.join(0.5)
+                if self.errors:
+                    break
+            if self.errors:
+                break
+        if self.errors:
+            raise self.errors[0]
 
 
 def _finalize(

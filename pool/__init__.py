@@ -6,6 +6,7 @@ from pool._cache import CacheLookup, ResponseCache, cache_key, default_cache_pat
 from pool._client import EvalClient
 from pool._controller import CONTROLLER_NAME, NAMESPACE, PoolController, fingerprint, get_controller
 from pool._dispatch import Dispatcher, NoReplicaAvailable
+from pool._starts import ModelStarts
 from pool._types import ChunkResult, ReplicaEvent, ReplicaInfo, ReplicaState, decode_records, encode_records
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "ResponseCache",
     "ReplicaEvent",
     "ReplicaInfo",
+    "ModelStarts",
     "ReplicaState",
     "cache_key",
     "decode_records",

@@ -212,6 +212,7 @@ class PoolController:
             source=cfg.source,
             engine_kwargs=engine_kwargs_with_tp(cfg),
         )
+        t_deploy = time.monotonic()
         try:
             self._ensure_serve()
             if env := self._runtime_envs.get(model):
@@ -238,6 +239,7 @@ class PoolController:
             self._reservations.pop(rid, None)  # Ray's own accounting now shows the running replica
             self._capacity.notify_all()
             info.state = "healthy"
+            info.up_s = time.monotonic() - t_deploy
             self._apply_stats(info, stats)
             orphan = model not in self._models or fingerprint(self._models[model]) != fp
         if orphan:  # released while it was starting (e.g. a scale-out racing the run's end)
@@ -484,6 +486,7 @@ class PoolController:
         info.prefix_token_id = stats.prefix_token_id
         info.tokenizer_dir = stats.tokenizer_dir
         info.log = stats.log or info.log
+        info.load_s = stats.load_s
         lim = self._limiters.get(info.replica_id)
         if lim is not None:  # a client synced before the replica's first stats said how many slots it batches
             lim.start_at_least(int(stats.slots))

@@ -49,6 +49,10 @@ class ReplicaInfo(BaseModel):
     """Checkpoint folder of the served tokenizer (clients that can read it tokenize locally)."""
     log: str | None = None
     """``host:path`` of the engine server's log."""
+    load_s: float | None = None
+    """The engine's own load time (``EngineStats.load_s``)."""
+    up_s: float | None = None
+    """Seconds from the deploy call to healthy: the engine's load plus placement and Serve's deploy."""
     limit: int = 1
     """Adaptive concurrency limit of this replica, all clients together (set by the controller)."""
     clients: int = 1

@@ -7,6 +7,7 @@ replica per request with its own policies, health filter and circuit breaker, an
 from __future__ import annotations
 
 import logging
+import time
 
 from ray import serve
 
@@ -41,9 +42,11 @@ class EngineReplica:
         from serving._factory import build_engine
 
         self.spec = spec
+        t0 = time.monotonic()
         self.engine, path = build_engine(spec.engine_target, replica_id=spec.replica_id, model=spec.model,
                                          source=spec.source, engine_kwargs=spec.engine_kwargs)  # fmt: skip
         await self.engine.start()
+        self._load_s = time.monotonic() - t0
         self._node_id = ray.get_runtime_context().get_node_id()
         self._path = str(path) if path else None
         self._sha = path_sha256(path) if path and path.exists() else None
@@ -61,6 +64,7 @@ class EngineReplica:
     async def stats(self) -> EngineStats:
         s = await self.engine.poll_stats()
         s.node_id = self._node_id
+        s.load_s = self._load_s
         s.engine_version = self.engine.version()
         s.model_path = self._path
         s.model_sha256 = self._sha

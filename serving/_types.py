@@ -204,6 +204,9 @@ class EngineStats(BaseModel):
     """Seconds with at least one request in flight (utilisation numerator)."""
     started_at: float = Field(default_factory=time.time)
     """Engine start time (epoch seconds)."""
+    load_s: float | None = None
+    """Seconds the replica took to build and start its engine (weights loaded, server healthy): the engine's own
+    load time, without Ray's placement and Serve's deploy around it."""
     node_id: str | None = None
     """Ray node the replica runs on."""
     engine_version: str | None = None

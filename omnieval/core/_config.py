@@ -422,7 +422,7 @@ class PoolConfig(_Config):
     start_models: Literal["parallel", "sequential"] = "parallel"
     """``parallel``: every model's replicas start at once, so no model waits for another's load (separate nodes,
     GPUs); ``sequential``: one model after another, in suite order (one small node, where concurrent loads only
-    compete for the same cores)."""
+    compete for the same cores). Either way each model's requests go out as soon as its own replicas are up."""
     usage_sample_period_s: float = Field(default=1.0, gt=0)
     """How often the driver samples each replica's own counters (in flight, queue, prefill and decode tokens, KV
     usage) into the run's ``replica-timeline.jsonl`` and ``manifest.replica_usage``."""

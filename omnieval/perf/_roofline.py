@@ -47,11 +47,13 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]]) -> dict[s
         prof = profiles.get(u["engine"])
         b = bound_s(u, prof) if prof else None
         busy = u.get("busy_fraction")
+        up_at = float(u.get("up_at_s") or 0.0)
+        window = max(wall - up_at, 1e-9)  # dispatch to a model starts when its replica is up: judged from then
         reasons = []
         if busy is not None and busy < BUSY_TARGET:
             first, last = u.get("first_busy_s"), u.get("last_busy_s")
-            if first is not None and first > 0.05 * wall:
-                reasons.append(f"no request for its first {first:.1f} s of the phase")
+            if first is not None and first - up_at > 0.05 * window:
+                reasons.append(f"no request for its first {first - up_at:.1f} s up")
             if last is not None and critical is not None and u is not critical and wall - last > 0.05 * wall:
                 reasons.append(f"its work ran out at {last:.1f} s while {critical['replica_id']} worked to "
                                f"{critical['last_busy_s']:.1f} s")  # fmt: skip
@@ -74,18 +76,21 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]]) -> dict[s
         reps.append({
             "replica_id": u["replica_id"], "engine": u["engine"], "model": u["model"], "busy_fraction": busy,
             "prompt_tokens": u["prompt_tokens"], "output_tokens": u["output_tokens"], "bound_s": b,
-            "efficiency": b / wall if b is not None and wall > 0 else None,
+            "efficiency": b / window if b is not None else None, "up_at_s": up_at, "window_s": window,
+            "load_s": u.get("load_s"), "up_s": u.get("up_s"),
             "no_bound": None if prof else f"no calibration for engine {u['engine']!r} "
                                           f"(omnieval bench calibrate --engine {u['engine']})",
             "last_busy_s": u.get("last_busy_s"), "idle_reasons": reasons,
         })  # fmt: skip
     tm = row.get("timings") or {}
+    loads = [r["load_s"] for r in reps if r.get("load_s") is not None]
     return {
         "inference_s": wall,
         "replicas": reps,
         "critical_path": critical["replica_id"] if critical else None,
         "startup_and_tail_s": float(row["e2e_s"]) - wall,
         "pool_up_s": tm.get("pool_up_s"),
+        "slowest_load_s": max(loads) if loads else None,
     }
 
 
@@ -96,12 +101,18 @@ def report_lines(diag: dict[str, Any]) -> list[str]:
         eff = (f"roofline {r['bound_s']:.1f} s -> efficiency {r['efficiency']:.2f}" if r["bound_s"] is not None
                else r["no_bound"])  # fmt: skip
         crit = " [critical path]" if r["replica_id"] == diag["critical_path"] else ""
+        up = ""
+        if r.get("load_s") is not None:
+            up = (f", engine load {r['load_s']:.1f} s (deploy to healthy {r['up_s']:.1f} s), up at "
+                  f"{r.get('up_at_s') or 0:.1f} s of the phase")  # fmt: skip
         lines.append(f"  {r['replica_id']} ({r['engine']}): busy {busy}, prefill {r['prompt_tokens']} tok, decode "
-                     f"{r['output_tokens']} tok, {eff}{crit}")  # fmt: skip
+                     f"{r['output_tokens']} tok, {eff}{up}{crit}")  # fmt: skip
         lines += [f"    not saturated: {why}" for why in r["idle_reasons"]]
-    pu = diag.get("pool_up_s")
+    pu, sl = diag.get("pool_up_s"), diag.get("slowest_load_s")
     lines.append(f"start-up + tail (end to end minus inference): {diag['startup_and_tail_s']:.1f} s"
-                 + (f"; of it, replicas up (the slowest engine's load, all in parallel): {pu:.1f} s" if pu else ""))  # fmt: skip
+                 + (f"; the slowest engine's own load: {sl:.1f} s" if sl is not None else "")
+                 + (f"; every replica up {pu:.1f} s after the run's start (requests flow to each from its own)"
+                    if pu else ""))  # fmt: skip
     return lines
 
 

@@ -31,12 +31,25 @@ def test_bound_efficiency_critical_path_and_reasons(tmp_path) -> None:  # type: 
     assert vlm["efficiency"] == pytest.approx(0.64) and vlm["idle_reasons"] == []
     assert d["critical_path"] == "vlm-r1" and d["startup_and_tail_s"] == 40.0
     assert alm["bound_s"] is None and "bench calibrate --engine transformers" in alm["no_bound"]
-    assert alm["idle_reasons"] == ["no request for its first 30.0 s of the phase",
+    assert alm["idle_reasons"] == ["no request for its first 30.0 s up",
                                    "its work ran out at 60.0 s while vlm-r1 worked to 99.0 s"]  # fmt: skip
     assert idle["idle_reasons"] == ["never had a request in flight"]
     text = "\n".join(report_lines(d))
-    assert "[critical path]" in text and "efficiency 0.64" in text and "replicas up" in text
+    assert "[critical path]" in text and "efficiency 0.64" in text and "every replica up 35.0 s" in text
     assert bound_s(_u("x", "vllm", 1, 0, 1, 0, 16), PROFILE) == pytest.approx(16 * (0.002 + 0.0005))
+
+
+def test_a_replica_up_inside_the_phase_is_judged_from_then() -> None:
+    """Requests go to a model once its replica is up: a slow engine that joins at 40 s of a 100 s phase has 60 s,
+    its efficiency is over those, and its late start is not 'no request'."""
+    late = {**_u("vlm-r1", "vllm", 0.95, 41.0, 99.0, 30_000, 1_600), "up_at_s": 40.0, "load_s": 33.5, "up_s": 38.0}
+    d = diagnose({"inference_s": 100.0, "e2e_s": 108.0, "replica_usage": [late]}, {"vllm": PROFILE})
+    (r,) = d["replicas"]
+    assert r["window_s"] == 60.0 and r["efficiency"] == pytest.approx(r["bound_s"] / 60.0)
+    assert r["idle_reasons"] == [] and d["slowest_load_s"] == 33.5
+    text = "\n".join(report_lines(d))
+    assert "engine load 33.5 s (deploy to healthy 38.0 s), up at 40.0 s of the phase" in text
+    assert "the slowest engine's own load: 33.5 s" in text
 
 
 def test_pool_side_counts_tell_front_end_work_from_missing_supply() -> None:

@@ -1,0 +1,49 @@
+"""Requests go to a model as soon as its own replicas are up: a fast model works while a slow one still loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from testlib.runs import ROOT
+
+from omnieval import run_suite
+from omnieval._replica_usage import read_timeline
+from omnieval.core import SuiteConfig
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
+
+def test_first_model_answers_while_the_second_loads(local_ray: None, tmp_path: Path) -> None:
+    """Two llama.cpp models started one after the other (``start_models: sequential``): the second's replica is
+    deployed only once the first is healthy, so the first model's engine generating before the second's replica is
+    up shows dispatch did not wait for the whole pool. Read off the engines' own counters in the run's timeline."""
+    qs = yaml.safe_load((ROOT / "examples/quickstart.yaml").read_text())
+    base = qs["models"][0]
+    suite = SuiteConfig.model_validate({
+        "name": "overlap",
+        "models": [{**base, "name": "early"}, {**base, "name": "late"}],
+        "benchmarks": [{"name": "mmlu_tiny", "limit": 8}, {"name": "asdiv_tiny", "limit": 8}],
+        "generation": qs["generation"],
+        "pool": {**qs["pool"], "start_models": "sequential", "usage_sample_period_s": 0.2},
+        "cache": {"enabled": False},
+    })  # fmt: skip
+    res = run_suite(suite, output_dir=str(tmp_path), show_progress=False)
+    assert res.manifest.status == "completed"
+    assert sorted((r.model, r.benchmark, r.index) for r in res.records) == sorted(
+        (m, b, i) for m in ("early", "late") for b in ("mmlu_tiny", "asdiv_tiny") for i in range(8)
+    )  # every sample exactly once
+    tm = res.manifest.timings
+    assert tm["up_s.early"] < tm["up_s.late"] == pytest.approx(tm["pool_up_s"])
+    samples = read_timeline(res.run_dir)
+    late_up = min(s.t for s in samples if s.model == "late")
+    early_before = [s for s in samples if s.model == "early" and s.t < late_up]
+    assert early_before and max(s.output_tokens for s in early_before) > 0, (
+        "the early model generated nothing before the late model's replica came up"
+    )
+    usage = {u.model: u for u in res.manifest.replica_usage}
+    assert usage["early"].up_at_s is not None and usage["late"].up_at_s is not None
+    assert usage["early"].up_at_s < usage["late"].up_at_s  # the phase began before either: dispatch waits per model
+    for u in usage.values():  # each engine's own load, inside its deploy-to-healthy time
+        assert u.load_s is not None and u.up_s is not None and 0 < u.load_s <= u.up_s
