@@ -215,11 +215,13 @@ def _start_verifier_stream(suite: SuiteConfig) -> Any:
     return VerifierStream(v).start()
 
 
-def _keep_usage(plan: RunPlan, timings: dict[str, float], sampler: Any, start: float, end: float) -> None:
-    """The replicas' timeline into the run, and its summary over this inference phase into the manifest."""
+def _keep_usage(plan: RunPlan, timings: dict[str, float], sampler: Any, start: float) -> None:
+    """The replicas' timeline into the run, and its summary over this inference phase (ending with the sampler's
+    last sample, the counters at the end) into the manifest."""
     from omnieval._replica_usage import summarize, write_timeline
 
     samples = sampler.stop()
+    end = time.time()
     write_timeline(plan.run_dir, samples)
     plan.manifest.replica_usage = summarize(samples, start, end, sampler.startup)
     timings["inference_start_unix"], timings["inference_end_unix"] = start, end
@@ -324,7 +326,7 @@ def _execute(
         with lock:
             stop.set()
             ckpt.close()
-        _keep_usage(plan, timings, sampler, t0_unix, time.time())
+        _keep_usage(plan, timings, sampler, t0_unix)
         timings.update({f"up_s.{m}": s for m, s in starts.up_s.items()})
         if starts.up_s:
             timings["pool_up_s"] = max(starts.up_s.values())
