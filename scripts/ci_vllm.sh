@@ -84,4 +84,4 @@ cd "$REPO"
 # Under CI a skip for a missing dependency of this tier is a failure (tests/testlib/tiers.py).
 export OMNIEVAL_REQUIRE="${OMNIEVAL_REQUIRE:+$OMNIEVAL_REQUIRE,}vllm,torch,transformers,gguf,lm_eval,av"
 # Ray Serve 2.60 floods the summary with its own pydantic deprecation warnings; they are not ours.
-exec "$VENV/bin/python" -m pytest tests/serving -m "vllm or transformers" -v -W ignore::DeprecationWarning "$@"
+exec "$VENV/bin/python" -m pytest tests/serving tests/omnieval/perf/test_bench_calibration_transformers.py -m "vllm or transformers" -v -W ignore::DeprecationWarning "$@"

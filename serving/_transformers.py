@@ -297,6 +297,7 @@ class TransformersEngine(Engine):
         with torch.inference_mode():
             out = self._model.generate(**enc, generation_config=gc, tokenizer=tok)
         self.media_generate_calls += 1
+        self._stats.media_items += sum(len(i) for i in images) + len(audios)
         width = enc["input_ids"].shape[1]
         lengths = enc["attention_mask"].sum(dim=1).tolist() if "attention_mask" in enc else [width] * len(reqs)
         pad = tok.pad_token_id if batched else None

@@ -200,6 +200,8 @@ class EngineStats(BaseModel):
     """Share of the KV cache in use now (0-1), where the engine reports it."""
     batches: int = 0
     """Batched forward calls (engines that batch per step in-process: transformers)."""
+    media_items: int = 0
+    """Images and audio clips encoded since start, where the engine counts them (transformers)."""
     busy_s: float = 0.0
     """Seconds with at least one request in flight (utilisation numerator)."""
     started_at: float = Field(default_factory=time.time)

@@ -50,12 +50,16 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--window", type=int, default=8, help="max chunks in flight")
     common(s)
 
-    c = sub.add_parser("calibrate", help="measure llama-server or vLLM to calibrate the SIMULATED engine")
-    c.add_argument("--engine", choices=["llama-server", "vllm"], default="llama-server",
-                   help="engine measured (vllm: run in a venv with vLLM, see docs/scale-study.md)")  # fmt: skip
-    c.add_argument("--model-dir", help="vllm: HF checkpoint directory (default: SmolLM2 converted from its GGUF)")
-    c.add_argument("--threads", type=int, default=1, help="llama-server -t (1: see docs/scale-study.md)")
-    c.add_argument("--parallel", help="llama-server --parallel / vLLM concurrencies (default 1,2,4,8 / 1,2,4,8,16)")
+    c = sub.add_parser("calibrate", help="measure llama-server, vLLM or transformers: the SIMULATED engine's profile "
+                                         "and the federated bench's roofline")  # fmt: skip
+    c.add_argument("--engine", choices=["llama-server", "vllm", "transformers"], default="llama-server",
+                   help="engine measured (vllm, transformers: run in a venv with them, see docs/scale-study.md)")  # fmt: skip
+    c.add_argument("--model-dir", help="vllm, transformers: HF checkpoint directory (default: SmolLM2 converted from "
+                                       "its GGUF)")  # fmt: skip
+    c.add_argument("--threads", type=int, default=1, help="llama-server -t / transformers torch threads (1: see "
+                                                          "docs/scale-study.md)")  # fmt: skip
+    c.add_argument("--parallel", help="llama-server --parallel / vLLM concurrencies / transformers batches "
+                                      "(default 1,2,4,8 / 1,2,4,8,16 / 1,2,4,8)")  # fmt: skip
     c.add_argument("--out-tokens", type=int, help="output tokens per request (default 24 / 64)")
     c.add_argument("--repeats", type=int, help="repeats of every point (default 3 / 1)")
     common(c)
@@ -209,6 +213,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         model_dir = args.model_dir or gguf_to_hf(default_model_path(), name="smollm2")
         res = measure_vllm(model_dir, concurrencies=[int(x) for x in _csv(args.parallel or "1,2,4,8,16")],
                            out_tokens=args.out_tokens or 64, repeats=args.repeats or 1, log=log)  # fmt: skip
+    elif args.engine == "transformers":
+        from omnieval.perf._calibrate_transformers import measure_transformers
+        from serving import gguf_to_hf
+
+        model_dir = args.model_dir or gguf_to_hf(default_model_path(), name="smollm2")
+        res = measure_transformers(model_dir, threads=args.threads, batches=[int(x) for x in _csv(args.parallel or "1,2,4,8")],
+                                   out_tokens=args.out_tokens or 32, repeats=args.repeats or 1, log=log)  # fmt: skip
     else:
         from omnieval.perf._calibrate import measure
 

@@ -135,7 +135,7 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
     profiles = load_profiles({e: Path(config).parent / f for e, f in cfg.calibration.items()})
     for r in rows:
         if r["mode"] in FEDERATED:
-            r["diagnosis"] = diagnose(r, profiles)
+            r["diagnosis"] = diagnose(r, profiles, cpus)
     fed = [r for r in rows if r["mode"] == "federated"]
     return {"config": str(config), "suite": str(suite_path), "cpus": cpus, "repeats": repeats,
             "ray_init_s": ray_init_s, "rows": rows, "engine_batching": probe_result,

@@ -22,22 +22,44 @@ BUSY_TARGET = 0.85
 
 
 def load_profiles(paths: dict[str, str | Path]) -> dict[str, dict[str, Any]]:
-    """Engine name -> its calibrated profile (``bench calibrate``'s JSON), with where it came from."""
+    """Engine name -> its calibrated profile (``bench calibrate``'s JSON), with where it came from and the cores it
+    was measured on (its threads where it says, else the calibrating machine's CPUs)."""
     out = {}
     for engine, path in paths.items():
         data = json.loads(Path(path).expanduser().read_text())
-        out[engine] = {**data["profile"], "file": str(path), "engine_version": data.get("engine_version")}
+        cores = data.get("threads") or (data.get("context") or {}).get("cpus")
+        out[engine] = {**data["profile"], "file": str(path), "engine_version": data.get("engine_version"),
+                       "cores": cores, "media_item_s": data.get("media_item_s") or {}}  # fmt: skip
     return out
 
 
 def bound_s(u: dict[str, Any], profile: dict[str, Any]) -> float:
-    """Least seconds the replica's prefill + decode work takes at its engine's saturated rates."""
+    """Least seconds the replica's prefill + decode (+ media encoding) work takes at its engine's saturated rates."""
     slots = max(1, int(profile.get("slots") or 1))
     per_decoded = float(profile["step_base_s"]) / slots + float(profile["step_per_seq_s"])
-    return int(u["prompt_tokens"]) * float(profile["prefill_per_token_s"]) + int(u["output_tokens"]) * per_decoded
+    costs = [float(v) for v in (profile.get("media_item_s") or {}).values()]
+    per_item = min(costs) if costs else 0.0  # the engine counts items, not their kind: the cheapest keeps a bound
+    return (int(u["prompt_tokens"]) * float(profile["prefill_per_token_s"]) + int(u["output_tokens"]) * per_decoded
+            + int(u.get("media_items") or 0) * per_item)  # fmt: skip
 
 
-def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def node_bound(reps: list[dict[str, Any]], profiles: dict[str, dict[str, Any]], cpus: int | None) -> dict[str, Any]:
+    """Replicas sharing one node's cores cannot all run at their solo rates: each calibrated bound used its
+    profile's cores, so the node needs at least Σ bound × cores / the node's CPUs. The node's efficiency is that
+    over the phase's wall; replicas without a calibration add nothing (the bound stays a lower one) and are named."""
+    if not cpus:
+        return {"bound_s": None, "why": "the node's CPU count is unknown"}
+    core_s, missing = 0.0, []
+    for r in reps:
+        prof = profiles.get(r["engine"])
+        if r["bound_s"] is None or prof is None or not prof.get("cores"):
+            missing.append(r["replica_id"])
+            continue
+        core_s += r["bound_s"] * min(float(prof["cores"]), float(cpus))
+    return {"bound_s": core_s / cpus, "cpus": cpus, "core_s": core_s, "without": missing}
+
+
+def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int | None = None) -> dict[str, Any]:
     """Per replica: busy share, bound, efficiency and the reason it was idle; the critical path; start-up + tail."""
     wall = float(row["inference_s"])
     usage = row.get("replica_usage") or []
@@ -84,7 +106,11 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]]) -> dict[s
         })  # fmt: skip
     tm = row.get("timings") or {}
     loads = [r["load_s"] for r in reps if r.get("load_s") is not None]
+    node = node_bound(reps, profiles, cpus)
+    if node["bound_s"] is not None:
+        node["efficiency"] = node["bound_s"] / wall if wall > 0 else None
     return {
+        "node": node,
         "inference_s": wall,
         "replicas": reps,
         "critical_path": critical["replica_id"] if critical else None,
@@ -108,6 +134,11 @@ def report_lines(diag: dict[str, Any]) -> list[str]:
         lines.append(f"  {r['replica_id']} ({r['engine']}): busy {busy}, prefill {r['prompt_tokens']} tok, decode "
                      f"{r['output_tokens']} tok, {eff}{up}{crit}")  # fmt: skip
         lines += [f"    not saturated: {why}" for why in r["idle_reasons"]]
+    node = diag.get("node") or {}
+    if node.get("bound_s") is not None:
+        without = f"; without {', '.join(node['without'])} (no calibration)" if node["without"] else ""
+        lines.append(f"  node roofline (the replicas share {node['cpus']} CPUs, each bound at its calibrated cores): "
+                     f"{node['bound_s']:.1f} s -> node efficiency {node['efficiency']:.2f}{without}")  # fmt: skip
     pu, sl = diag.get("pool_up_s"), diag.get("slowest_load_s")
     lines.append(f"start-up + tail (end to end minus inference): {diag['startup_and_tail_s']:.1f} s"
                  + (f"; the slowest engine's own load: {sl:.1f} s" if sl is not None else "")

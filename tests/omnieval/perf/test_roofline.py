@@ -64,3 +64,24 @@ def test_pool_side_counts_tell_front_end_work_from_missing_supply() -> None:
     assert f_why.startswith("the pool had 21.0 requests outstanding on average but the engine counted 4.0")
     assert "front end" in f_why
     assert s_why.startswith("the pool sent 1.2 at a time on average while its limit allowed 32") and "supply" in s_why
+
+
+def test_replicas_sharing_a_node_are_bound_by_its_cores(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Each bound is at its engine's solo rate on the cores it was calibrated with: on one 2-CPU node a 2-core vLLM
+    bound of 30 s and a 1-thread transformers bound of 10 s need at least (30·2 + 10·1) / 2 = 35 s together. Media
+    items add their calibrated cost; a replica without a calibration adds nothing and is named."""
+    (tmp_path / "v.json").write_text(json.dumps({"profile": PROFILE, "context": {"cpus": 2}}))
+    tf = {**PROFILE, "slots": 8}
+    (tmp_path / "t.json").write_text(json.dumps({"profile": tf, "threads": 1, "media_item_s": {"audio": 0.25}}))
+    profiles = load_profiles({"vllm": tmp_path / "v.json", "transformers": tmp_path / "t.json"})
+    assert (profiles["vllm"]["cores"], profiles["transformers"]["cores"]) == (2, 1)
+    v = _u("v-r1", "vllm", 0.9, 0.0, 49.0, 30_000, 0)  # 30 s of prefill
+    t = {**_u("t-r1", "transformers", 0.9, 0.0, 40.0, 0, 0), "media_items": 40}  # 40 clips × 0.25 s
+    x = _u("x-r1", "sglang", 0.9, 0.0, 40.0, 100, 100)
+    d = diagnose({"inference_s": 50.0, "e2e_s": 60.0, "replica_usage": [v, t, x]}, profiles, cpus=2)
+    assert [r["bound_s"] for r in d["replicas"]] == [pytest.approx(30.0), pytest.approx(10.0), None]
+    node = d["node"]
+    assert node["bound_s"] == pytest.approx(35.0) and node["efficiency"] == pytest.approx(0.7)
+    assert node["without"] == ["x-r1"]
+    assert "node roofline" in "\n".join(report_lines(d)) and "without x-r1" in "\n".join(report_lines(d))
+    assert diagnose({"inference_s": 50.0, "e2e_s": 60.0, "replica_usage": [v]}, profiles)["node"]["bound_s"] is None
