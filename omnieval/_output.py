@@ -16,7 +16,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster import job_working_dir
 from omnieval.core import OmnievalUserError, cache_dir
 
 
@@ -35,6 +34,8 @@ def resolve_output_dir(cli_dir: str | None, suite_dir: str) -> OutputTarget:
         _open(chosen, where)  # an unknown scheme or missing credentials fail here, before any work
         return OutputTarget(local=cache_dir() / "staging", uri=chosen.rstrip("/"))
     path = Path(chosen).expanduser()
+    from cluster import job_working_dir  # Ray's; planning a suite needs no Ray (the conventional runner, GPU tests)
+
     if not path.is_absolute() and (wd := job_working_dir()) is not None:
         raise OmnievalUserError(
             f"{where} {chosen!r} is relative, and this run is a Ray job with working_dir {wd!r}: its working "

@@ -74,6 +74,16 @@ def _parser() -> argparse.ArgumentParser:
     sc.add_argument("--rpc-ms", type=float, default=2.0, help="one-way client-replica hop (from `bench pool`)")
     sc.add_argument("--seed", type=int, default=0)
     common(sc)
+    fs = sub.add_parser("federated-sim", help="SIMULATED: federated vs conventional in the paper's Table 7 setting "
+                                              "(GPUs of two kinds, four models, three modalities)")  # fmt: skip
+    fs.add_argument("--calibration", default="docs/calibration-vllm.json",
+                    help="JSON from `omnieval bench calibrate` (its profile and measured start-up)")  # fmt: skip
+    fs.add_argument("--fast", type=int, default=1, help="GPUs of the fast kind (the profile's speed)")
+    fs.add_argument("--slow", type=int, default=2, help="GPUs of the slow kind")
+    fs.add_argument("--slow-factor", type=float, default=2.0, help="how many times slower a slow GPU is")
+    fs.add_argument("--clients", type=int, default=4)
+    fs.add_argument("--policy", default="p2c")
+    common(fs)
     le = sub.add_parser("lmeval", help="one lm-eval task: lm_eval alone vs the same task in an omnieval run")
     le.add_argument("--rows", type=int, default=4000, help="requests (distinct gsm8k-schema rows)")
     le.add_argument("--repeats", type=int, default=3)
@@ -255,6 +265,19 @@ def _cmd_scale(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_federated_sim(args: argparse.Namespace) -> int:
+    import omnieval.perf._federated_sim as fs
+
+    profile, engine, startup = fs.load(args.calibration)
+    print(fs.LABEL.format(engine=engine))
+    print(f"profile: {profile.source}")
+    res = fs.paper_setting(profile, engine=engine, fast=args.fast, slow=args.slow, slow_factor=args.slow_factor,
+                           load_s=startup or 30.0, clients=args.clients, policy=args.policy)  # fmt: skip
+    print(fs.markdown_table(res))
+    _save(args, res, None)
+    return 0
+
+
 def _cmd_verifier_overhead(args: argparse.Namespace) -> int:
     import omnieval.perf._verifier_overhead as vo
     from omnieval._suite import load_suite
@@ -304,6 +327,7 @@ def cli_main(argv: Sequence[str]) -> int:
         "stream": _cmd_stream,
         "calibrate": _cmd_calibrate,
         "scale": _cmd_scale,
+        "federated-sim": _cmd_federated_sim,
         "verifier-overhead": _cmd_verifier_overhead,
         "verifier": _cmd_verifier,
         "lmeval": _cmd_lmeval,

@@ -120,10 +120,15 @@ class _Client:
 class PoolSim:
     """One run: ``PoolSim(cfg, profile, requests).run()`` → metrics dict."""
 
-    def __init__(self, cfg: SimConfig, profile: EngineProfile, requests: list[SimRequest], model: str = "m") -> None:
-        self.cfg, self.p, self.model = cfg, profile, model
+    def __init__(self, cfg: SimConfig, profile: EngineProfile | list[EngineProfile], requests: list[SimRequest],
+                 model: str = "m") -> None:  # fmt: skip
+        """``profile``: one for every replica, or one per replica (GPUs of different kinds)."""
+        profiles = profile if isinstance(profile, list) else [profile] * cfg.replicas
+        if len(profiles) != cfg.replicas:
+            raise ValueError(f"{len(profiles)} profiles for {cfg.replicas} replicas")
+        self.cfg, self.p, self.model = cfg, profiles[0], model
         self.requests = requests
-        self.replicas = [_Replica(i, profile) for i in range(cfg.replicas)]
+        self.replicas = [_Replica(i, p) for i, p in enumerate(profiles)]
         self.ids = [f"r{i:04d}" for i in range(cfg.replicas)]
         self.index = {rid: i for i, rid in enumerate(self.ids)}
         self.reported = [0] * cfg.replicas  # queue depth as last seen by health checks (stale by design)
