@@ -32,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--suite", default="examples/bench.yaml", help="without --config: the same-engine comparison")
     f.add_argument("--threads", type=int, help="total engine threads for each mode (default: this machine's CPUs)")
     f.add_argument("--repeats", type=int, default=1, help="side-by-side repeats (order alternates); medians reported")
+    f.add_argument("--modes", help="with --config: a comma-separated subset of conventional_sequential, "
+                                   "conventional_concurrent, federated, federated_same_engine (default: all); the "
+                                   "speedups need both sides")  # fmt: skip
     common(f)
 
     pl = sub.add_parser("pool", help="pool throughput vs the engine's own saturated ceiling; per-request overhead")
@@ -135,7 +138,8 @@ def _cmd_federated(args: argparse.Namespace) -> int:
     if args.config:
         import omnieval.perf._omni as omni
 
-        res = omni.bench_omni(args.config, repeats=args.repeats, cpus=args.threads or cpu_count())
+        res = omni.bench_omni(args.config, repeats=args.repeats, cpus=args.threads or cpu_count(),
+                              modes=_csv(args.modes) if args.modes else None)  # fmt: skip
         for line in omni.report(res):
             print(line)
         if res["same_engine"]:

@@ -133,6 +133,7 @@ async def _measure(ckpt: Path, *, concurrencies: list[int], out_tokens: int, pro
                                   "repeat_ms": again.first_token_s * 1e3})  # fmt: skip
                     log(f"  prefill {fresh.prompt_tokens} tok: {fresh.first_token_s * 1e3:.0f} ms to first token; "
                         f"repeated: {again.first_token_s * 1e3:.0f} ms")  # fmt: skip
+        media_item_s, media_raw = await _media_items(ckpt, ep, model, prefill, log)
         gain = await abatching_gain(ep.base_url, model, concurrency=max(concurrencies), max_tokens=out_tokens,
                                     api_key=ep.api_key)  # fmt: skip
         log(f"  batching gain: {gain['tok_s_1']:.1f} tok/s at 1, {gain['tok_s_saturated']:.1f} tok/s at "
@@ -163,7 +164,45 @@ async def _measure(ckpt: Path, *, concurrencies: list[int], out_tokens: int, pro
         "prefill_points": [p.__dict__ for p in prefill],
         "decode_raw": raw,
         "prefix_cache_check": cache,
+        "media_item_s": media_item_s,
+        "media_raw": media_raw,
     }
+
+
+async def _media_items(ckpt: Path, ep: Any, model: str, prefill: list[PrefillPoint], log: Any,
+                       repeats: int = 3) -> tuple[dict[str, float], list[dict[str, Any]]]:  # fmt: skip
+    """For a multimodal checkpoint: one unique synthetic image per chat request, ``max_tokens`` 1; the time to the
+    answer minus the text prefill of its prompt tokens (image tokens included) is the item's processor + vision
+    encoder cost, which a text calibration leaves out of the roofline."""
+    import numpy as np
+
+    from omnieval.perf._calibrate_transformers import media_probe
+    from serving._features import hf_features
+
+    kinds = sorted(hf_features(ckpt).modalities & {"image", "audio"})
+    if not kinds or not prefill:
+        return {}, []
+    fit = np.polyfit([p.tokens for p in prefill], [p.prefill_s for p in prefill], 1)  # seconds = a·tokens + b
+    url = ep.base_url.rstrip("/") + ("/chat/completions" if ep.base_url.rstrip("/").endswith("/v1") else "/v1/chat/completions")
+    out: dict[str, float] = {}
+    raw: list[dict[str, Any]] = []
+    async with client_for(1, ep.api_key) as c:
+        for kind in kinds:
+            costs = []
+            for rep in range(repeats + 1):  # the first warms the processor up and is not counted
+                body = {"model": model, "messages": [{"role": "user", "content": media_probe(kind, 1000 + rep)}],
+                        "max_tokens": 1, "temperature": 0.0}  # fmt: skip
+                t0 = time.perf_counter()
+                r = await c.post(url, json=body)
+                r.raise_for_status()
+                wall = time.perf_counter() - t0
+                n = int((r.json().get("usage") or {}).get("prompt_tokens", 0))
+                raw.append({"kind": kind, "wall_s": wall, "prompt_tokens": n, "warm_up": rep == 0})
+                if rep:
+                    costs.append(max(0.0, wall - float(np.polyval(fit, n))))
+            out[kind] = median(costs)
+            log(f"  {kind} item: {out[kind] * 1e3:.0f} ms beyond the prefill of its {n} prompt tokens")
+    return out, raw
 
 
 def measure_vllm(model_dir: str | Path, *, concurrencies: list[int], out_tokens: int = 64,

@@ -81,7 +81,8 @@ def _probe(model: str | None) -> Any:
     return probe
 
 
-def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = print) -> dict[str, Any]:
+def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = print,
+               modes: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
     from cluster import connect
     from omnieval._suite import load_suite
     from omnieval.perf._common import no_cache, shutdown_ray
@@ -90,7 +91,10 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
     cfg, suite_path, same_path = load_config(config)
     suite = no_cache(load_suite(suite_path))
     same_fed = no_cache(load_suite(Path(config).parent / cfg.same_engine_federated)) if cfg.same_engine_federated else None
-    modes = [m for m in MODES if m != "federated_same_engine" or same_fed is not None]
+    if modes is not None and (bad := sorted(set(modes) - set(MODES))):
+        raise ValueError(f"--modes: unknown {bad}; choose from {list(MODES)}")
+    modes = [m for m in MODES if (m != "federated_same_engine" or same_fed is not None)
+             and (modes is None or m in modes)]  # fmt: skip
     seq_jobs = plan_jobs(list(cfg.conventional), suite_path, cpus=cpus, concurrent=False)
     conc_jobs = plan_jobs(list(cfg.conventional), suite_path, cpus=cpus, concurrent=True)
     missing = sorted({b.key for b in suite.benchmarks} - {j["key"] for j in seq_jobs})
@@ -127,7 +131,7 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
     finally:
         shutdown_ray(started)
     same = None
-    if same_path is not None:
+    if same_path is not None and "conventional_sequential" in modes:
         log(f"same-engine comparison ({same_path.name}) ...")
         same = bench_federated(load_suite(same_path), threads_total=cpus, repeats=repeats, log=log)
     from omnieval.perf._roofline import diagnose, load_profiles
@@ -216,8 +220,10 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         rs = [r for r in rows if r["mode"] == mode]
         out["overall"][mode] = {k: median([r[k] for r in rs]) for k in
                                 ("e2e_s", "inference_s", "output_tokens_per_s", "engine_utilisation", "output_tokens")}  # fmt: skip
-    for base in BASELINES:
-        out["overall"][f"speedup_vs_{base}"] = {k: _ratio(rows, base, k) for k in ("e2e_s", "inference_s")}
+    bases = [b for b in BASELINES if b in modes]
+    for base in bases:
+        if "federated" in modes:
+            out["overall"][f"speedup_vs_{base}"] = {k: _ratio(rows, base, k) for k in ("e2e_s", "inference_s")}
         if "federated_same_engine" in modes:
             out["overall"][f"same_engine_speedup_vs_{base}"] = {
                 k: _ratio(rows, base, k, target="federated_same_engine") for k in ("e2e_s", "inference_s")}  # fmt: skip
@@ -228,8 +234,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             vals = [r["by_modality"][m] for r in rows if r["mode"] == mode and m in r["by_modality"]]
             d[mode] = {k: median([v[k] for v in vals]) for k in ("e2e_s", "inference_s", "output_tokens", "records")}
             d[mode]["output_tokens_per_s"] = d[mode]["output_tokens"] / max(d[mode]["inference_s"], 1e-9)
-        for base in BASELINES:
-            d[f"speedup_vs_{base}"] = {k: _ratio(rows, base, k, m) for k in ("e2e_s", "inference_s")}
+        for base in bases:
+            if "federated" in modes:
+                d[f"speedup_vs_{base}"] = {k: _ratio(rows, base, k, m) for k in ("e2e_s", "inference_s")}
             if "federated_same_engine" in modes:
                 d[f"same_engine_speedup_vs_{base}"] = {
                     k: _ratio(rows, base, k, m, target="federated_same_engine") for k in ("e2e_s", "inference_s")}  # fmt: skip
@@ -258,7 +265,7 @@ def plot(result: dict[str, Any], path: Path) -> Path | None:
         ax.set_xticks(range(len(groups)), groups)
         ax.set_title(title)
     axes[0].legend(fontsize=8)
-    sp = s["overall"]["speedup_vs_conventional_sequential"]["e2e_s"]["ratio_of_medians"] or 0.0
+    sp = (s["overall"].get("speedup_vs_conventional_sequential") or {}).get("e2e_s", {}).get("ratio_of_medians") or 0.0
     gain = (result.get("engine_batching") or {}).get("ratio")
     fig.suptitle(f"federated vs conventional ({result['cpus']} CPUs, {result['repeats']} repeats): end to end "
                  f"{sp:.2f}x vs sequential" + (f"; engine batching gain 16 vs 1: {gain:.1f}x" if gain else ""))  # fmt: skip
@@ -283,7 +290,8 @@ def report(res: dict[str, Any]) -> list[str]:
         rng = r["range"]
         return f"{rm:.2f}x ({rng[0]:.2f}-{rng[1]:.2f})" if rm and rng else "n/a"
 
-    for g, d in [*s["modalities"].items(), ("overall", s["overall"])]:
+    complete = all(m in s["overall"] for m in ("conventional_sequential", "conventional_concurrent", "federated"))
+    for g, d in [*s["modalities"].items(), ("overall", s["overall"])] if complete else []:
         cs, cc, fd = d["conventional_sequential"], d["conventional_concurrent"], d["federated"]
         lines.append(
             f"{g:8s} e2e: sequential {cs['e2e_s']:.1f} s | concurrent {cc['e2e_s']:.1f} s | federated {fd['e2e_s']:.1f} s"
@@ -293,7 +301,11 @@ def report(res: dict[str, Any]) -> list[str]:
             f"{fmt(d['speedup_vs_conventional_sequential']['inference_s'])}; tok/s "
             f"{cs['output_tokens_per_s']:.1f} / {cc['output_tokens_per_s']:.1f} / {fd['output_tokens_per_s']:.1f}"
         )
-    if "federated_same_engine" in s["overall"]:
+    if not complete:
+        for g, d in [*s["modalities"].items(), ("overall", s["overall"])]:
+            lines.append(f"{g:8s} " + " | ".join(f"{m} e2e {v['e2e_s']:.1f} s, inference {v['inference_s']:.1f} s"
+                                                  for m, v in d.items() if m in MODES))  # fmt: skip
+    if "federated_same_engine" in s["overall"] and "conventional_sequential" in s["overall"]:
         lines.append("same engine (the pool's transformers replicas vs the conventional runners' in-process "
                      "transformers): pooling alone")  # fmt: skip
         for g, d in [*s["modalities"].items(), ("overall", s["overall"])]:

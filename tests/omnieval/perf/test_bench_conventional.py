@@ -87,6 +87,16 @@ def test_summary_is_the_ratio_of_medians_with_the_paired_range() -> None:
     assert lines[-1].endswith("-> 10.00x")
 
 
+def test_a_subset_of_modes_is_summarised_without_speedups() -> None:
+    """``--modes federated``: the pool's own run and its diagnosis, no ratio against a baseline that was not run."""
+    s = summarise([_row("federated", 0, 100, 40, 50), _row("federated", 1, 120, 44, 60)])
+    assert "speedup_vs_conventional_sequential" not in s["overall"]
+    assert s["overall"]["federated"]["e2e_s"] == pytest.approx(110)
+    lines = report({"summary": s})
+    assert any(ln.startswith("overall") and "federated e2e 110.0 s" in ln for ln in lines)
+    assert not any("vs sequential" in ln for ln in lines)
+
+
 def test_lmms_processor_shim_renames_audios_and_drops_empty_media() -> None:
     seen: dict[str, Any] = {}
 
