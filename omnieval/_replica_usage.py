@@ -40,6 +40,7 @@ class UsageSample(BaseModel):
     completed: int
     batches: int = 0
     media_items: int = 0
+    cached_prompt_tokens: int = 0
     kv_usage: float | None = None
     pool_in_flight: int | None = None
     """Requests the pool's clients had outstanding at the replica (sent, unanswered): above ``in_flight``, the rest
@@ -65,13 +66,16 @@ class ReplicaUsage(BaseModel):
     slots: int
     prompt_tokens: int
     """Prompt tokens prefilled during the phase (the engine's count)."""
+    cached_prompt_tokens: int = 0
+    """Of those, served from the engine's prefix cache (vLLM counts them): not computed."""
     output_tokens: int
     """Tokens generated during the phase."""
     requests: int
     batches: int
     """Batched calls (transformers): requests / batches is its mean batch size."""
     media_items: int = 0
-    """Images and audio clips the engine encoded during the phase, where it counts them (transformers)."""
+    """Images, frames and audio clips the engine encoded during the phase, where it counts them (transformers;
+    vLLM: its multimodal cache's misses)."""
     mean_pool_in_flight: float | None = None
     """Mean of the pool's outstanding requests at the replica over the phase (see ``UsageSample.pool_in_flight``)."""
     peak_limit: int | None = None
@@ -138,7 +142,7 @@ class UsageSampler:
                     t=now, replica_id=info.replica_id, model=info.model, engine=s.engine, in_flight=s.in_flight,
                     queue_depth=s.queue_depth, slots=s.slots, prompt_tokens=s.prompt_tokens,
                     output_tokens=s.output_tokens, completed=s.completed, batches=s.batches, media_items=s.media_items,
-                    kv_usage=s.kv_usage,
+                    cached_prompt_tokens=s.cached_prompt_tokens, kv_usage=s.kv_usage,
                     pool_in_flight=pool_side.get(info.replica_id),
                     limit=None if info.replica_id not in limits else int(limits[info.replica_id]["limit"] or 0),
                 ))  # fmt: skip
@@ -173,7 +177,8 @@ def summarize(samples: list[UsageSample], start: float, end: float,
             mean_in_flight=sum(s.in_flight for s in inside) / len(inside) if inside else None,
             peak_queue=max((s.queue_depth for s in inside), default=0), slots=ss[-1].slots,
             prompt_tokens=delta("prompt_tokens"), output_tokens=delta("output_tokens"), requests=delta("completed"),
-            batches=delta("batches"), media_items=delta("media_items"), first_busy_s=busy[0].t - start if busy else None,
+            batches=delta("batches"), media_items=delta("media_items"),
+            cached_prompt_tokens=delta("cached_prompt_tokens"), first_busy_s=busy[0].t - start if busy else None,
             mean_pool_in_flight=sum(pool_side) / len(pool_side) if pool_side else None,
             peak_limit=max(limits) if limits else None,
             last_busy_s=busy[-1].t - start if busy else None,

@@ -196,12 +196,16 @@ class EngineStats(BaseModel):
     """Generated tokens since start."""
     prompt_tokens: int = 0
     """Prompt tokens prefilled since start (the engine's own count where its server keeps one)."""
+    cached_prompt_tokens: int = 0
+    """Of ``prompt_tokens``, those served from the engine's prefix cache (not computed), where it counts them
+    (vLLM): the work a roofline charges is the rest."""
     kv_usage: float | None = None
     """Share of the KV cache in use now (0-1), where the engine reports it."""
     batches: int = 0
     """Batched forward calls (engines that batch per step in-process: transformers)."""
     media_items: int = 0
-    """Images and audio clips encoded since start, where the engine counts them (transformers)."""
+    """Images, frames and audio clips encoded since start, where the engine counts them (transformers; vLLM: its
+    multimodal cache's misses)."""
     busy_s: float = 0.0
     """Seconds with at least one request in flight (utilisation numerator)."""
     started_at: float = Field(default_factory=time.time)

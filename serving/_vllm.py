@@ -183,7 +183,8 @@ class VLLMEngine(ServerEngine):
         return None if has_cuda_device() else cpu_env_defaults(self.own)
 
     async def poll_stats(self) -> EngineStats:
-        """Running and waiting requests as vLLM's scheduler counts them (``/metrics``)."""
+        """Running and waiting requests as vLLM's scheduler counts them, its prompt tokens (prefix-cache hits apart)
+        and the media items its encoder ran on (``/metrics``)."""
         s = self.stats()
         m = await self.server_metrics()
         if "vllm:num_requests_running" in m:
@@ -192,6 +193,12 @@ class VLLMEngine(ServerEngine):
             s.queue_depth = waiting if s.in_flight else 0
             s.output_tokens = max(s.output_tokens, int(m.get("vllm:generation_tokens_total", 0)))
             s.prompt_tokens = max(s.prompt_tokens, int(m.get("vllm:prompt_tokens_total", 0)))
+            cached = m.get("vllm:prompt_tokens_cached_total", m.get("vllm:prefix_cache_hits_total"))
+            if cached is not None:
+                s.cached_prompt_tokens = max(s.cached_prompt_tokens, int(cached))
+            if "vllm:mm_cache_queries_total" in m:  # items the encoder ran on: queries its cache could not answer
+                miss = int(m["vllm:mm_cache_queries_total"]) - int(m.get("vllm:mm_cache_hits_total", 0))
+                s.media_items = max(s.media_items, miss)
             kv = m.get("vllm:kv_cache_usage_perc", m.get("vllm:gpu_cache_usage_perc"))
             s.kv_usage = None if kv is None else float(kv)
         return s

@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--modes", help="with --config: a comma-separated subset of conventional_sequential, "
                                    "conventional_concurrent, federated, federated_same_engine (default: all); the "
                                    "speedups need both sides")  # fmt: skip
+    f.add_argument("--calibrate", action="store_true",
+                   help="with --config: first measure each engine's roofline profile on this machine, on the suite's "
+                        "own models (into --out), instead of the config's calibration files")  # fmt: skip
     common(f)
 
     pl = sub.add_parser("pool", help="pool throughput vs the engine's own saturated ceiling; per-request overhead")
@@ -139,7 +142,8 @@ def _cmd_federated(args: argparse.Namespace) -> int:
         import omnieval.perf._omni as omni
 
         res = omni.bench_omni(args.config, repeats=args.repeats, cpus=args.threads or cpu_count(),
-                              modes=_csv(args.modes) if args.modes else None)  # fmt: skip
+                              modes=_csv(args.modes) if args.modes else None,
+                              calibrate_to=args.out if args.calibrate else None)  # fmt: skip
         for line in omni.report(res):
             print(line)
         if res["same_engine"]:

@@ -81,7 +81,7 @@ async def _timed(eng: Any, reqs: list[GenerationRequest]) -> tuple[float, list[A
 
 async def _measure(ckpt: Path, *, threads: int, batches: list[int], out_tokens: int, prefill_words: tuple[int, ...],
                    repeats: int, log: Any) -> dict[str, Any]:  # fmt: skip
-    from serving._features import hf_features
+    from serving import engine_features
 
     slots = max(batches)
     engine_cls: Any = ENGINES.get("transformers")
@@ -122,7 +122,7 @@ async def _measure(ckpt: Path, *, threads: int, batches: list[int], out_tokens: 
                               source=f"bench calibrate {datetime.now(timezone.utc).date()}: {eng.version()}, "
                                      f"{ckpt.name}, {threads} thread(s), batches {batches}")  # fmt: skip
         media_item_s: dict[str, float] = {}
-        for kind in sorted(hf_features(ckpt).modalities - {"text", "video"}):
+        for kind in sorted(engine_features("transformers", ckpt, {}).modalities - {"text", "video"}):
             costs = []
             for rep in range(max(1, repeats)):
                 wall, (r,) = await _timed(eng, [_req(f"m-{kind}-{rep}", media_probe(kind, rep), 1)])

@@ -177,9 +177,9 @@ async def _media_items(ckpt: Path, ep: Any, model: str, prefill: list[PrefillPoi
     import numpy as np
 
     from omnieval.perf._calibrate_transformers import media_probe
-    from serving._features import hf_features
+    from serving import engine_features
 
-    kinds = sorted(hf_features(ckpt).modalities & {"image", "audio"})
+    kinds = sorted(engine_features("vllm", ckpt, {}).modalities & {"image", "audio"})
     if not kinds or not prefill:
         return {}, []
     fit = np.polyfit([p.tokens for p in prefill], [p.prefill_s for p in prefill], 1)  # seconds = a·tokens + b

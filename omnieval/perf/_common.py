@@ -27,12 +27,39 @@ def cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "asimd", "sve")
+"""CPU features the CPU engines' kernels dispatch on (vLLM-CPU and llama.cpp pick AVX-512 / AMX paths where they
+exist): two machines that differ here run the same model at different rates."""
+
+
+def cpu_identity() -> dict[str, Any]:
+    """The CPU's model name and the kernel-relevant ISA flags it has (``/proc/cpuinfo``; the platform's processor
+    string elsewhere)."""
+    info: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, val = line.partition(":")
+            info.setdefault(key.strip(), val.strip())  # the first core's lines
+    except OSError:
+        pass
+    model = info.get("model name") or info.get("Model") or platform.processor() or platform.machine()
+    flags = set((info.get("flags") or info.get("Features") or "").split())
+    return {"model": model, "isa": [f for f in ISA_FLAGS if f in flags]}
+
+
+def same_cpu(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """Same model name and the same kernel-relevant ISA flags."""
+    return bool(a and b) and (a or {}).get("model") == (b or {}).get("model") and \
+        sorted((a or {}).get("isa") or []) == sorted((b or {}).get("isa") or [])
+
+
 def machine_context() -> dict[str, Any]:
-    """What a reader needs to judge the numbers: CPUs, load, versions, time."""
+    """What a reader needs to judge the numbers: CPUs (and which CPU: kernels differ by ISA), load, versions, time."""
     ctx: dict[str, Any] = {
         "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": socket.gethostname(),
         "cpus": cpu_count(),
+        "cpu": cpu_identity(),
         "python": platform.python_version(),
         "argv": ["omnieval", "bench", *sys.argv[2:]] if sys.argv[1:2] == ["bench"] else sys.argv,
     }

@@ -6,10 +6,14 @@ One invocation, three modes over the same benchmarks, order rotated between repe
   after another (``_conventional.py``); end to end = first spawn → last exit;
 * ``conventional_concurrent`` — the same processes at once, each pinned to its share of the cores;
 * ``federated`` — ``run_suite`` on the suite: one pool serves every benchmark at once; end to end = Ray start-up
-  (measured once, charged to every repeat) + the whole run (replica start-up, inference, scoring, artifact).
+  (measured once, charged to every repeat) + the whole run (replica start-up, inference, scoring, artifact);
+* ``federated_same_engine`` — pooling alone: every model on the conventional runners' own engine (transformers),
+  one federated run per modality as each conventional job runs alone; its overall row is their sum.
 
 Per modality, a conventional job's own process wall is compared with the federated run's time to that modality's
-last result (from the run's start, so the federated side pays all of the pool's start-up in every row). The engine's
+last result (from the run's start, so the federated side pays all of the pool's start-up in every row), and with
+the same-engine run of that modality alone. Each replica is judged from its engine's own counters against a
+calibrated roofline (``_roofline``), and the run's floor on this machine bounds the speedup it can show. The engine's
 own batching gain (output tok/s at 16 concurrent requests vs 1, ``_engine_probe.batching_gain``) is measured on the
 live federated replica after the first federated run and printed beside the speedups. The optional
 ``same_engine_suite`` adds today's per-process vs federated comparison on identical llama.cpp engines.
@@ -48,7 +52,8 @@ class FederatedBenchConfig(BaseModel):
     """A llama.cpp suite for the per-process vs federated comparison on identical engines (pooling alone)."""
     same_engine_federated: str | None = None
     """The federated suite again with every model on the engine the conventional runners use in-process
-    (transformers): a ``federated_same_engine`` row per modality that differs from conventional only by pooling."""
+    (transformers): a ``federated_same_engine`` row per modality that differs from conventional only by pooling.
+    Each modality runs as its own federated run, as each conventional job runs alone."""
     conventional: list[ConventionalEntry]
     """One entry per benchmark of ``suite``: how it is evaluated conventionally."""
     probe_model: str | None = None
@@ -81,8 +86,41 @@ def _probe(model: str | None) -> Any:
     return probe
 
 
+def calibrate_here(cfg: FederatedBenchConfig, suite: Any, out: Path, log: Any = print) -> dict[str, Path]:
+    """Measure each calibrated engine on this machine, on the suite's own model for it (``bench calibrate``'s
+    measurement, its JSON written to ``out``): a bound is only this CPU's when its profile was measured here."""
+    from omnieval.perf._common import machine_context, write_json
+
+    paths: dict[str, Path] = {}
+    for engine in cfg.calibration:
+        model = next((m for m in suite.models if m.engine == engine), None)
+        if model is None or model.source.kind != "path":
+            raise ValueError(f"--calibrate: the suite has no {engine} model with a local path to calibrate")
+        model_dir = Path(str(model.source.path)).expanduser()
+        log(f"calibrating {engine} on this machine ({model_dir}) ...")
+        if engine == "vllm":
+            from omnieval.perf._calibrate_vllm import measure_vllm
+
+            res = measure_vllm(model_dir, concurrencies=[1, 2, 4, 8, 16], out_tokens=64, repeats=1, log=log)
+        elif engine == "transformers":
+            from omnieval.perf._calibrate_transformers import measure_transformers
+
+            threads = int((model.engine_kwargs or {}).get("threads") or 1)
+            res = measure_transformers(model_dir, threads=threads, batches=[1, 2, 4, 8], out_tokens=32, repeats=1,
+                                       log=log)  # fmt: skip
+        else:
+            raise ValueError(f"--calibrate: no in-bench calibration for engine {engine!r} (vllm, transformers); "
+                             f"run `omnieval bench calibrate --engine {engine}` and name its JSON in calibration")  # fmt: skip
+        paths[engine] = write_json(out / f"calibration-{engine}.json", {"bench": "calibrate",
+                                                                         "context": machine_context(), **res})  # fmt: skip
+        log(f"  wrote {paths[engine]}")
+    return paths
+
+
 def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = print,
-               modes: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+               modes: list[str] | None = None, calibrate_to: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """``calibrate_to``: measure the roofline's profiles on this machine first (into that directory) instead of
+    using the config's calibration files."""
     from cluster import connect
     from omnieval._suite import load_suite
     from omnieval.perf._common import no_cache, shutdown_ray
@@ -100,6 +138,9 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
     missing = sorted({b.key for b in suite.benchmarks} - {j["key"] for j in seq_jobs})
     if missing:
         raise ValueError(f"{config}: conventional has no entry for suite benchmarks {missing}")
+    calibration = {e: Path(config).parent / f for e, f in cfg.calibration.items()}
+    if calibrate_to is not None:  # before Ray and the pool: the engines are measured alone
+        calibration.update(calibrate_here(cfg, suite, calibrate_to, log))
     # Records carry the suite key; conventional results the entry's name
     modality = {n: j["modality"] for j in seq_jobs for n in (j["key"], j["benchmark"])}
     rows: list[dict[str, Any]] = []
@@ -119,8 +160,7 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
                     row = _federated_row(r, rep, ray_init_s, modality)
                 elif mode == "federated_same_engine":
                     assert same_fed is not None
-                    r = run_federated(same_fed, [b.key for b in same_fed.benchmarks])
-                    row = {**_federated_row(r, rep, ray_init_s, modality), "mode": mode}
+                    row = _same_engine_row(same_fed, rep, ray_init_s, modality, log)
                 else:
                     c = run_jobs(seq_jobs if mode == "conventional_sequential" else conc_jobs,
                                  concurrent=mode == "conventional_concurrent", log=log)  # fmt: skip
@@ -134,17 +174,38 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
     if same_path is not None and "conventional_sequential" in modes:
         log(f"same-engine comparison ({same_path.name}) ...")
         same = bench_federated(load_suite(same_path), threads_total=cpus, repeats=repeats, log=log)
+    from omnieval.perf._common import cpu_identity
     from omnieval.perf._roofline import diagnose, load_profiles
 
-    profiles = load_profiles({e: Path(config).parent / f for e, f in cfg.calibration.items()})
+    profiles = load_profiles(calibration)
     for r in rows:
-        if r["mode"] in FEDERATED:
-            r["diagnosis"] = diagnose(r, profiles, cpus)
+        if r["mode"] == "federated":
+            r["diagnosis"] = diagnose(r, profiles, cpus, cpu_identity())
+        for sub in (r.get("runs") or {}).values():  # the same-engine row's per-modality runs
+            sub["diagnosis"] = diagnose(sub, profiles, cpus, cpu_identity())
     fed = [r for r in rows if r["mode"] == "federated"]
+    diag = _median_run(fed)["diagnosis"] if fed else None
     return {"config": str(config), "suite": str(suite_path), "cpus": cpus, "repeats": repeats,
+            "calibration": {e: str(p) for e, p in calibration.items()},
             "ray_init_s": ray_init_s, "rows": rows, "engine_batching": probe_result,
             "summary": summarise(rows), "same_engine": same,
-            "diagnosis": _median_run(fed)["diagnosis"] if fed else None}  # fmt: skip
+            "diagnosis": diag, "ceiling": ceiling(rows, diag)}  # fmt: skip
+
+
+PAPER_BEST = 2.8
+"""The paper's best end-to-end speedup row (Table 7)."""
+
+
+def ceiling(rows: list[dict[str, Any]], diag: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The most end-to-end speedup this machine allows over the sequential baseline: its median end to end over the
+    federated run's floor (``_roofline.floor``, median repeat); beside it, the floor the paper's best row needs."""
+    seq = [r["e2e_s"] for r in rows if r["mode"] == "conventional_sequential"]
+    fl = ((diag or {}).get("floor") or {}).get("floor_s")
+    if not seq or not fl:
+        return None
+    base = median(seq)
+    return {"sequential_e2e_s": base, "floor_s": fl, "best_speedup_e2e": base / fl, "paper_best": PAPER_BEST,
+            "paper_best_needs_s": base / PAPER_BEST, "possible": base / fl >= PAPER_BEST}  # fmt: skip
 
 
 def _median_run(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -188,12 +249,38 @@ def _federated_row(r: dict[str, Any], rep: int, ray_init_s: float, modality: dic
         m["records"] += d["records"]
     engines = r["engines"]
     return {
-        "mode": "federated", "repeat": rep, "e2e_s": e2e, "inference_s": r["wall_s"],
+        "mode": "federated", "repeat": rep, "e2e_s": e2e, "inference_s": r["wall_s"], "ray_init_s": ray_init_s,
         "output_tokens": r["output_tokens"], "records": r["records"], "errors": r["errors"],
         "output_tokens_per_s": r["output_tokens"] / max(r["wall_s"], 1e-9),
         "engine_utilisation": r["wall_s"] / max(e2e, 1e-9), "pool_up_s": r["pool_up_s"], "by_modality": per,
         "engines": engines, "replica_usage": r.get("replica_usage"), "timeline": r.get("timeline"),
         "timings": r.get("timings"),
+    }  # fmt: skip
+
+
+def _same_engine_row(suite: Any, rep: int, ray_init_s: float, modality: dict[str, str], log: Any) -> dict[str, Any]:
+    """Pooling alone, per modality as the conventional jobs run: one federated run per modality (its benchmarks,
+    the replicas they need, Ray's start-up charged to each), so a modality's row is its own pool's whole run against
+    its own in-process job; the overall row is their sum, as the sequential baseline's is the sum of its jobs."""
+    from omnieval.perf._federated import run_federated
+
+    groups: dict[str, list[str]] = {}
+    for b in suite.benchmarks:
+        groups.setdefault(modality.get(b.key, modality.get(b.name, "text")), []).append(b.key)
+    runs: dict[str, dict[str, Any]] = {}
+    for mod, keys in groups.items():
+        sub = _federated_row(run_federated(suite, keys), rep, ray_init_s, modality)
+        runs[mod] = {**sub, "mode": "federated_same_engine", "benchmarks": keys}
+        log(f"      {mod} ({', '.join(keys)}): end to end {sub['e2e_s']:.1f} s, inference {sub['inference_s']:.1f} s")
+    per = {mod: {"e2e_s": r["e2e_s"], "inference_s": r["inference_s"], "output_tokens": r["output_tokens"],
+                 "records": r["records"]} for mod, r in runs.items()}  # fmt: skip
+    e2e, inf = sum(r["e2e_s"] for r in runs.values()), sum(r["inference_s"] for r in runs.values())
+    tokens = sum(r["output_tokens"] for r in runs.values())
+    return {
+        "mode": "federated_same_engine", "repeat": rep, "e2e_s": e2e, "inference_s": inf, "ray_init_s": ray_init_s,
+        "output_tokens": tokens, "records": sum(r["records"] for r in runs.values()),
+        "errors": sum(r["errors"] for r in runs.values()), "output_tokens_per_s": tokens / max(inf, 1e-9),
+        "engine_utilisation": inf / max(e2e, 1e-9), "by_modality": per, "runs": runs,
     }  # fmt: skip
 
 
@@ -321,11 +408,27 @@ def report(res: dict[str, Any]) -> list[str]:
         f"{m} {o[m]['engine_utilisation']:.2f}" for m in MODES if m in o))  # fmt: skip
     from omnieval.perf._roofline import report_lines
 
-    for mode in FEDERATED:
-        runs = [r for r in res.get("rows", []) if r["mode"] == mode and r.get("diagnosis")]
-        if runs:
-            lines.append(f"median {mode.replace('_', ' ')} repeat:")
-            lines += report_lines(_median_run(runs)["diagnosis"])
+    runs = [r for r in res.get("rows", []) if r["mode"] == "federated" and r.get("diagnosis")]
+    if runs:
+        lines.append("median federated repeat:")
+        lines += report_lines(_median_run(runs)["diagnosis"])
+    same = [r for r in res.get("rows", []) if r["mode"] == "federated_same_engine" and r.get("runs")]
+    if same:
+        med = _median_run(same)
+        for mod, sub in med["runs"].items():
+            if sub.get("diagnosis"):
+                lines.append(f"median federated same engine repeat, {mod} run ({', '.join(sub['benchmarks'])}):")
+                lines += report_lines(sub["diagnosis"])
+    c, fl = res.get("ceiling"), ((res.get("diagnosis") or {}).get("floor") or {})
+    if c:
+        what = (f"{fl['replica']}'s engine load {fl['load_s']:.1f} s + its roofline {fl['bound_s']:.1f} s"
+                if fl["by"] == "replica" else f"the node roofline {fl['node_bound_s']:.1f} s")  # fmt: skip
+        lines.append(
+            f"ceiling: the federated run cannot end before {c['floor_s']:.1f} s on this machine (Ray start-up "
+            f"{fl['ray_init_s']:.1f} s + {what}): at most {c['best_speedup_e2e']:.2f}x over the sequential baseline's "
+            f"{c['sequential_e2e_s']:.1f} s; the paper's {c['paper_best']}x needs {c['paper_best_needs_s']:.1f} s -> "
+            + ("possible here" if c["possible"] else "not possible on this hardware")
+        )  # fmt: skip
     g = res.get("engine_batching")
     if g:
         lines.append(f"engine batching gain ({g['engine']} {g['model']}): {g['tok_s_1']:.1f} tok/s at 1 request, "

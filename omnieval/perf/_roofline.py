@@ -15,13 +15,16 @@ in-process counters):
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from omnieval.perf._common import same_cpu
 
 BUSY_TARGET = 0.85
 
 
-def load_profiles(paths: dict[str, str | Path]) -> dict[str, dict[str, Any]]:
+def load_profiles(paths: Mapping[str, str | Path]) -> dict[str, dict[str, Any]]:
     """Engine name -> its calibrated profile (``bench calibrate``'s JSON), with where it came from and the cores it
     was measured on (its threads where it says, else the calibrating machine's CPUs)."""
     out = {}
@@ -29,17 +32,20 @@ def load_profiles(paths: dict[str, str | Path]) -> dict[str, dict[str, Any]]:
         data = json.loads(Path(path).expanduser().read_text())
         cores = data.get("threads") or (data.get("context") or {}).get("cpus")
         out[engine] = {**data["profile"], "file": str(path), "engine_version": data.get("engine_version"),
-                       "cores": cores, "media_item_s": data.get("media_item_s") or {}}  # fmt: skip
+                       "cores": cores, "media_item_s": data.get("media_item_s") or {},
+                       "cpu": (data.get("context") or {}).get("cpu"), "startup_s": data.get("startup_s")}  # fmt: skip
     return out
 
 
 def bound_s(u: dict[str, Any], profile: dict[str, Any]) -> float:
-    """Least seconds the replica's prefill + decode (+ media encoding) work takes at its engine's saturated rates."""
+    """Least seconds the replica's prefill + decode (+ media encoding) work takes at its engine's saturated rates;
+    prompt tokens the engine served from its prefix cache were not computed and cost nothing here."""
     slots = max(1, int(profile.get("slots") or 1))
     per_decoded = float(profile["step_base_s"]) / slots + float(profile["step_per_seq_s"])
     costs = [float(v) for v in (profile.get("media_item_s") or {}).values()]
     per_item = min(costs) if costs else 0.0  # the engine counts items, not their kind: the cheapest keeps a bound
-    return (int(u["prompt_tokens"]) * float(profile["prefill_per_token_s"]) + int(u["output_tokens"]) * per_decoded
+    computed = int(u["prompt_tokens"]) - int(u.get("cached_prompt_tokens") or 0)
+    return (computed * float(profile["prefill_per_token_s"]) + int(u["output_tokens"]) * per_decoded
             + int(u.get("media_items") or 0) * per_item)  # fmt: skip
 
 
@@ -59,8 +65,49 @@ def node_bound(reps: list[dict[str, Any]], profiles: dict[str, dict[str, Any]], 
     return {"bound_s": core_s / cpus, "cpus": cpus, "core_s": core_s, "without": missing}
 
 
-def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int | None = None) -> dict[str, Any]:
-    """Per replica: busy share, bound, efficiency and the reason it was idle; the critical path; start-up + tail."""
+def floor(reps: list[dict[str, Any]], node: dict[str, Any], ray_init_s: float | None) -> dict[str, Any]:
+    """The least end to end this machine allows the run: Ray's start-up, then no replica serves before its engine
+    has loaded nor faster than its roofline (load + bound), and the node's cores do all the bounded work (the node
+    bound). A load is the shorter of the run's and the calibration's (the engine alone): loads, scoring and the
+    artifact add to the floor, so it is a floor, not an estimate."""
+
+    def least_load(r: dict[str, Any]) -> float:
+        return min([float(x) for x in (r.get("load_s"), r.get("solo_load_s")) if x is not None], default=0.0)
+
+    per = [(r["replica_id"], least_load(r), r["bound_s"]) for r in reps if r["bound_s"] is not None]
+    if not per or ray_init_s is None:
+        return {"floor_s": None, "why": "no replica has a roofline bound" if not per else "Ray's start-up unknown"}
+    rid, load, bound = max(per, key=lambda x: x[1] + x[2])
+    node_s = float(node.get("bound_s") or 0.0)
+    return {"floor_s": float(ray_init_s) + max(load + bound, node_s), "ray_init_s": float(ray_init_s),
+            "replica": rid, "load_s": load, "bound_s": bound, "node_bound_s": node_s,
+            "by": "replica" if load + bound >= node_s else "node"}  # fmt: skip
+
+
+def calibration_check(profiles: dict[str, dict[str, Any]], cpu: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Per profile: was it measured on this machine's kind of CPU? A bound from another CPU (another ISA: AVX-512 vs
+    AVX2 kernels) is that CPU's, not this one's, and the report says so rather than judging the run by it."""
+    out = []
+    for engine, prof in sorted(profiles.items()):
+        theirs = prof.get("cpu")
+        if cpu is None:
+            note = None
+        elif not theirs:
+            note = "it does not record which CPU it was measured on"
+        elif not same_cpu(theirs, cpu):
+            note = (f"it was measured on {theirs.get('model')} ({', '.join(theirs.get('isa') or []) or 'no AVX2'}), "
+                    f"this machine is {cpu.get('model')} ({', '.join(cpu.get('isa') or []) or 'no AVX2'})")  # fmt: skip
+        else:
+            note = None
+        out.append({"engine": engine, "file": prof.get("file"), "cpu": theirs, "same_cpu": note is None and cpu is not None,
+                    "note": note})  # fmt: skip
+    return out
+
+
+def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int | None = None,
+             cpu: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Per replica: busy share, bound, efficiency and the reason it was idle; the critical path; start-up + tail;
+    whether each calibration is this CPU's (``cpu``: ``_common.cpu_identity()`` of the benched machine)."""
     wall = float(row["inference_s"])
     usage = row.get("replica_usage") or []
     reps = []
@@ -98,8 +145,9 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int
         reps.append({
             "replica_id": u["replica_id"], "engine": u["engine"], "model": u["model"], "busy_fraction": busy,
             "prompt_tokens": u["prompt_tokens"], "output_tokens": u["output_tokens"], "bound_s": b,
+            "cached_prompt_tokens": int(u.get("cached_prompt_tokens") or 0), "media_items": int(u.get("media_items") or 0),
             "efficiency": b / window if b is not None else None, "up_at_s": up_at, "window_s": window,
-            "load_s": u.get("load_s"), "up_s": u.get("up_s"),
+            "load_s": u.get("load_s"), "up_s": u.get("up_s"), "solo_load_s": (prof or {}).get("startup_s"),
             "no_bound": None if prof else f"no calibration for engine {u['engine']!r} "
                                           f"(omnieval bench calibrate --engine {u['engine']})",
             "last_busy_s": u.get("last_busy_s"), "idle_reasons": reasons,
@@ -111,6 +159,8 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int
         node["efficiency"] = node["bound_s"] / wall if wall > 0 else None
     return {
         "node": node,
+        "floor": floor(reps, node, row.get("ray_init_s")),
+        "calibration": calibration_check(profiles, cpu),
         "inference_s": wall,
         "replicas": reps,
         "critical_path": critical["replica_id"] if critical else None,
@@ -131,14 +181,20 @@ def report_lines(diag: dict[str, Any]) -> list[str]:
         if r.get("load_s") is not None:
             up = (f", engine load {r['load_s']:.1f} s (deploy to healthy {r['up_s']:.1f} s), up at "
                   f"{r.get('up_at_s') or 0:.1f} s of the phase")  # fmt: skip
-        lines.append(f"  {r['replica_id']} ({r['engine']}): busy {busy}, prefill {r['prompt_tokens']} tok, decode "
-                     f"{r['output_tokens']} tok, {eff}{up}{crit}")  # fmt: skip
+        cached = f" ({r['cached_prompt_tokens']} from its prefix cache)" if r.get("cached_prompt_tokens") else ""
+        media = f", {r['media_items']} media items encoded" if r.get("media_items") else ""
+        lines.append(f"  {r['replica_id']} ({r['engine']}): busy {busy}, prefill {r['prompt_tokens']} tok{cached}, "
+                     f"decode {r['output_tokens']} tok{media}, {eff}{up}{crit}")  # fmt: skip
         lines += [f"    not saturated: {why}" for why in r["idle_reasons"]]
     node = diag.get("node") or {}
     if node.get("bound_s") is not None:
         without = f"; without {', '.join(node['without'])} (no calibration)" if node["without"] else ""
         lines.append(f"  node roofline (the replicas share {node['cpus']} CPUs, each bound at its calibrated cores): "
                      f"{node['bound_s']:.1f} s -> node efficiency {node['efficiency']:.2f}{without}")  # fmt: skip
+    for c in diag.get("calibration") or []:
+        if c.get("note"):
+            lines.append(f"  calibration for {c['engine']} ({c['file']}): {c['note']}: its bounds are not this "
+                         "machine's (omnieval bench federated --calibrate measures them here)")  # fmt: skip
     pu, sl = diag.get("pool_up_s"), diag.get("slowest_load_s")
     lines.append(f"start-up + tail (end to end minus inference): {diag['startup_and_tail_s']:.1f} s"
                  + (f"; the slowest engine's own load: {sl:.1f} s" if sl is not None else "")

@@ -157,6 +157,37 @@ def test_image_tokens_grow_with_image_extent(media_run: dict[str, Any], timing: 
     assert two - text == 2 * (strip - text)
 
 
+def _vllm_stats(model: str) -> Any:
+    import ray
+    from ray import serve
+
+    from pool import get_controller
+
+    (info,) = ray.get(get_controller().replicas.remote(model))
+    return serve.get_app_handle(info.replica_id).stats.remote().result(timeout_s=30)
+
+
+def test_engine_counts_media_items_and_prefix_cache_hits(media_run: dict[str, Any], timing: Any) -> None:
+    """The replica reads vLLM's own counters: a new image is one more item its encoder ran on, the same image
+    again is a multimodal-cache hit (no encoder work) and its prompt's prefix comes from the prefix cache; the
+    federated bench's roofline charges neither as work."""
+    ep = media_run["endpoints"]["plumbing-vlm"]
+    q = TextContent(value="Describe the colour of this picture in a few words, please.")
+    img = ImageContent(value=_png(384, 96))
+    s0 = _vllm_stats("plumbing-vlm")
+    first = _ask(ep, [img, q])
+    s1 = _vllm_stats("plumbing-vlm")
+    _ask(ep, [img, q])
+    s2 = _vllm_stats("plumbing-vlm")
+    timing("vLLM counters: media items / cached prompt tokens, new image then the same again",
+           f"{s1.media_items - s0.media_items} / {s1.cached_prompt_tokens - s0.cached_prompt_tokens}, "
+           f"{s2.media_items - s1.media_items} / {s2.cached_prompt_tokens - s1.cached_prompt_tokens}")  # fmt: skip
+    assert s1.prompt_tokens - s0.prompt_tokens == first.prompt_tokens
+    assert s1.media_items - s0.media_items >= 1
+    assert s2.media_items == s1.media_items  # the encoder's output came from vLLM's multimodal cache
+    assert s2.cached_prompt_tokens - s1.cached_prompt_tokens > first.prompt_tokens // 2
+
+
 def test_video_tokens_grow_with_num_frames(media_run: dict[str, Any], timing: Any) -> None:
     ep = media_run["endpoints"]["plumbing-vlm"]
     q = TextContent(value="What happens?")

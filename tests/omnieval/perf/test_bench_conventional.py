@@ -117,3 +117,30 @@ def test_lmms_processor_shim_renames_audios_and_drops_empty_media() -> None:
     seen.clear()
     lm.processor(text=["t"], images=[], videos=[], audios=["a"])
     assert seen == {"text": ["t"], "audio": ["a"]}
+
+
+def test_same_engine_runs_each_modality_alone_and_sums_them(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Pooling alone is compared per modality as the conventional jobs run: one federated run per modality with
+    only its benchmarks; the overall row is the sum, like the sequential baseline's."""
+    import omnieval.perf._federated as fed
+    from omnieval._suite import load_suite
+    from omnieval.perf._omni import _same_engine_row
+
+    calls: list[list[str]] = []
+
+    def fake_run(suite, keys, probe=None):  # type: ignore[no-untyped-def]
+        calls.append(list(keys))
+        n = len(calls)
+        return {"e2e_s": 10.0 * n, "wall_s": 6.0 * n, "by_benchmark": {k: {"output_tokens": 5, "records": 2} for k in keys},
+                "done_at": {k: 100.0 + n for k in keys}, "t_start": 100.0, "t_inference_start": 100.0,
+                "engines": [], "output_tokens": 5 * len(keys), "records": 2 * len(keys), "errors": 0,
+                "pool_up_s": 1.0}  # fmt: skip
+
+    monkeypatch.setattr(fed, "run_federated", fake_run)
+    suite = load_suite("examples/bench_omni_transformers.yaml")
+    modality = {b.key: m for b, m in zip(suite.benchmarks, ("text", "image", "video", "audio"), strict=True)}
+    row = _same_engine_row(suite, 0, 2.0, modality, lambda m: None)
+    assert calls == [[b.key] for b in suite.benchmarks] and calls[0] == ["lmeval:gsm8k"]
+    assert row["by_modality"]["text"]["e2e_s"] == 12.0 and row["by_modality"]["audio"]["e2e_s"] == 42.0
+    assert row["e2e_s"] == pytest.approx(sum(2.0 + 10.0 * n for n in range(1, 5)))
+    assert row["inference_s"] == pytest.approx(60.0) and set(row["runs"]) == {"text", "image", "video", "audio"}

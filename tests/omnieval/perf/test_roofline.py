@@ -85,3 +85,77 @@ def test_replicas_sharing_a_node_are_bound_by_its_cores(tmp_path) -> None:  # ty
     assert node["without"] == ["x-r1"]
     assert "node roofline" in "\n".join(report_lines(d)) and "without x-r1" in "\n".join(report_lines(d))
     assert diagnose({"inference_s": 50.0, "e2e_s": 60.0, "replica_usage": [v]}, profiles)["node"]["bound_s"] is None
+
+
+def test_prefix_cache_hits_and_media_items_in_the_bound() -> None:
+    """vLLM counts the prompt tokens it served from its prefix cache: they were not computed, so the bound charges
+    only the rest; media items its encoder ran on add their calibrated cost, and the report names both."""
+    prof = {**PROFILE, "media_item_s": {"image": 0.05}}
+    u = {**_u("v-r1", "vllm", 0.9, 0.0, 49.0, 10_000, 0), "cached_prompt_tokens": 4_000, "media_items": 20}
+    assert bound_s(u, prof) == pytest.approx(6_000 * 0.001 + 20 * 0.05)
+    d = diagnose({"inference_s": 50.0, "e2e_s": 60.0, "replica_usage": [u]}, {"vllm": prof})
+    (r,) = d["replicas"]
+    assert (r["cached_prompt_tokens"], r["media_items"]) == (4_000, 20)
+    text = "\n".join(report_lines(d))
+    assert "prefill 10000 tok (4000 from its prefix cache)" in text and "20 media items encoded" in text
+
+
+def test_floor_is_ray_start_then_the_slowest_load_plus_bound_or_the_node() -> None:
+    """No replica serves before its engine loaded (the shorter of the run's load and the calibration's solo one) nor
+    faster than its bound; the node's cores bound all of it together; Ray starts first."""
+    prof = {**PROFILE, "startup_s": 30.0, "cores": 2}
+    v = {**_u("v-r1", "vllm", 0.9, 40.0, 99.0, 40_000, 0), "load_s": 36.0, "up_at_s": 35.0}  # bound 40 s
+    t = {**_u("t-r1", "transformers", 0.9, 0.0, 60.0, 10_000, 0), "load_s": 2.0}  # bound 10 s, 1 core
+    d = diagnose({"inference_s": 100.0, "e2e_s": 120.0, "ray_init_s": 5.0, "replica_usage": [v, t]},
+                 {"vllm": prof, "transformers": {**PROFILE, "cores": 1}}, cpus=2)  # fmt: skip
+    fl = d["floor"]
+    assert (fl["replica"], fl["load_s"], fl["bound_s"], fl["by"]) == ("v-r1", 30.0, pytest.approx(40.0), "replica")
+    assert fl["floor_s"] == pytest.approx(5.0 + 70.0) and fl["node_bound_s"] == pytest.approx((40 * 2 + 10) / 2)
+    t1, t2 = ({**t, "replica_id": f"t-r{i}", "prompt_tokens": 60_000} for i in (1, 2))  # 60 s each on one core
+    d2 = diagnose({"inference_s": 100.0, "e2e_s": 120.0, "ray_init_s": 5.0, "replica_usage": [v, t1, t2]},
+                  {"vllm": prof, "transformers": {**PROFILE, "cores": 1}}, cpus=2)  # fmt: skip
+    assert d2["floor"]["by"] == "node" and d2["floor"]["floor_s"] == pytest.approx(5.0 + (80 + 60 + 60) / 2)
+    assert diagnose({"inference_s": 1.0, "e2e_s": 2.0, "replica_usage": [v]}, {"vllm": prof})["floor"]["floor_s"] is None
+
+
+def test_ceiling_bounds_the_speedup_and_says_whether_the_paper_row_fits() -> None:
+    from omnieval.perf._omni import ceiling
+
+    rows = [{"mode": "conventional_sequential", "e2e_s": e} for e in (200.0, 190.0, 210.0)]
+    c = ceiling(rows, {"floor": {"floor_s": 80.0}})
+    assert c is not None and c["best_speedup_e2e"] == pytest.approx(2.5) and c["possible"] is False
+    assert c["paper_best_needs_s"] == pytest.approx(200.0 / 2.8)
+    assert ceiling(rows, {"floor": {"floor_s": None}}) is None and ceiling([], {"floor": {"floor_s": 80.0}}) is None
+
+
+def test_a_calibration_from_another_cpu_is_named(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A bound measured on an AVX-512 CPU is not an AVX2-only machine's: the report says so and how to measure here;
+    a calibration that does not record its CPU is named too."""
+    from omnieval.perf._common import cpu_identity, same_cpu
+
+    here = cpu_identity()
+    assert here["model"] and same_cpu(here, dict(here))
+    avx2 = {"model": "AMD EPYC 7B12", "isa": ["avx2"]}
+    (tmp_path / "v.json").write_text(json.dumps({"profile": PROFILE, "context": {"cpus": 2, "cpu": here}}))
+    (tmp_path / "t.json").write_text(json.dumps({"profile": PROFILE, "context": {"cpus": 2}}))
+    profiles = load_profiles({"vllm": tmp_path / "v.json", "transformers": tmp_path / "t.json"})
+    u = _u("v-r1", "vllm", 0.9, 0.0, 49.0, 1000, 10)
+    same = diagnose({"inference_s": 50.0, "e2e_s": 60.0, "replica_usage": [u]}, profiles, 2, here)
+    assert [(c["engine"], c["same_cpu"]) for c in same["calibration"]] == [("transformers", False), ("vllm", True)]
+    other = diagnose({"inference_s": 50.0, "e2e_s": 60.0, "replica_usage": [u]}, profiles, 2, avx2)
+    notes = {c["engine"]: c["note"] for c in other["calibration"]}
+    assert "this machine is AMD EPYC 7B12 (avx2)" in notes["vllm"]
+    assert notes["transformers"] == "it does not record which CPU it was measured on"
+    text = "\n".join(report_lines(other))
+    assert "calibration for vllm" in text and "bench federated --calibrate" in text
+
+
+def test_calibrate_here_needs_a_suite_model_of_the_engine(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from omnieval._suite import load_suite
+    from omnieval.perf._omni import calibrate_here, load_config
+
+    cfg, suite_path, _ = load_config("examples/bench_federated.yaml")
+    cfg = cfg.model_copy(update={"calibration": {"sglang": "x.json"}})
+    with pytest.raises(ValueError, match="the suite has no sglang model with a local path"):
+        calibrate_here(cfg, load_suite(suite_path), tmp_path)
+    assert not list(tmp_path.iterdir())
