@@ -219,32 +219,20 @@ def _cmd_stream(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from omnieval.perf._calibrate import measure_engine
     from omnieval.perf._common import default_model_path
 
     def log(m: str) -> None:
         print(m, flush=True)
 
-    if args.engine == "vllm":
-        from omnieval.perf._calibrate_vllm import measure_vllm
+    model_dir = args.model_dir
+    if model_dir is None and args.engine != "llama-server":
         from serving import gguf_to_hf
 
-        model_dir = args.model_dir or gguf_to_hf(default_model_path(), name="smollm2")
-        res = measure_vllm(model_dir, concurrencies=[int(x) for x in _csv(args.parallel or "1,2,4,8,16")],
-                           out_tokens=args.out_tokens or 64, repeats=args.repeats or 1, log=log)  # fmt: skip
-    elif args.engine == "transformers":
-        from omnieval.perf._calibrate_transformers import measure_transformers
-        from serving import gguf_to_hf
-
-        model_dir = args.model_dir or gguf_to_hf(default_model_path(), name="smollm2")
-        res = measure_transformers(model_dir, threads=args.threads, batches=[int(x) for x in _csv(args.parallel or "1,2,4,8")],
-                                   out_tokens=args.out_tokens or 32, repeats=args.repeats or 1, log=log)  # fmt: skip
-    else:
-        from omnieval.perf._calibrate import measure
-
-        parallels = [int(x) for x in _csv(args.parallel or "1,2,4,8")]
-        res = measure(default_model_path(), threads=args.threads, parallels=parallels, out_tokens=args.out_tokens or 24,
-                      repeats=args.repeats or 3, log=log)  # fmt: skip
-        res = {"engine": "llama-server", **res}
+        model_dir = gguf_to_hf(default_model_path(), name="smollm2")
+    res = measure_engine(args.engine, model_dir, threads=args.threads,
+                         parallel=[int(x) for x in _csv(args.parallel)] if args.parallel else None,
+                         out_tokens=args.out_tokens, repeats=args.repeats, log=log)  # fmt: skip
     p = res["profile"]
     print(
         f"fit: step = {p['step_base_s'] * 1e3:.2f} ms + {p['step_per_seq_s'] * 1e3:.2f} ms x batch + "

@@ -159,3 +159,26 @@ def measure(model_path: str | Path, *, threads: int, parallels: list[int], out_t
         "decode_raw": raw,
         "prefix_cache_check": cache,
     }
+
+
+def measure_engine(engine: str, model_dir: str | Path | None, *, threads: int = 1, parallel: list[int] | None = None,
+                   out_tokens: int | None = None, repeats: int | None = None, log: Any = print) -> dict[str, Any]:  # fmt: skip
+    """``bench calibrate``'s measurement of one engine with its defaults (llama-server: the embedded GGUF; vllm,
+    transformers: the HF checkpoint ``model_dir``); the CLI and ``bench federated --calibrate`` both call it."""
+    if engine == "vllm":
+        from omnieval.perf._calibrate_vllm import measure_vllm
+
+        return measure_vllm(str(model_dir), concurrencies=parallel or [1, 2, 4, 8, 16], out_tokens=out_tokens or 64,
+                            repeats=repeats or 1, log=log)  # fmt: skip
+    if engine == "transformers":
+        from omnieval.perf._calibrate_transformers import measure_transformers
+
+        return measure_transformers(str(model_dir), threads=threads, batches=parallel or [1, 2, 4, 8],
+                                    out_tokens=out_tokens or 32, repeats=repeats or 1, log=log)  # fmt: skip
+    if engine == "llama-server":
+        from omnieval.perf._common import default_model_path
+
+        res = measure(default_model_path(), threads=threads, parallels=parallel or [1, 2, 4, 8],
+                      out_tokens=out_tokens or 24, repeats=repeats or 3, log=log)  # fmt: skip
+        return {"engine": "llama-server", **res}
+    raise ValueError(f"no calibration for engine {engine!r} (llama-server, vllm, transformers)")

@@ -49,8 +49,9 @@ def cpu_identity() -> dict[str, Any]:
 
 def same_cpu(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
     """Same model name and the same kernel-relevant ISA flags."""
-    return bool(a and b) and (a or {}).get("model") == (b or {}).get("model") and \
-        sorted((a or {}).get("isa") or []) == sorted((b or {}).get("isa") or [])
+    if not a or not b:
+        return False
+    return a.get("model") == b.get("model") and sorted(a.get("isa") or []) == sorted(b.get("isa") or [])
 
 
 def machine_context() -> dict[str, Any]:

@@ -89,6 +89,7 @@ def _probe(model: str | None) -> Any:
 def calibrate_here(cfg: FederatedBenchConfig, suite: Any, out: Path, log: Any = print) -> dict[str, Path]:
     """Measure each calibrated engine on this machine, on the suite's own model for it (``bench calibrate``'s
     measurement, its JSON written to ``out``): a bound is only this CPU's when its profile was measured here."""
+    from omnieval.perf._calibrate import measure_engine
     from omnieval.perf._common import machine_context, write_json
 
     paths: dict[str, Path] = {}
@@ -98,19 +99,11 @@ def calibrate_here(cfg: FederatedBenchConfig, suite: Any, out: Path, log: Any = 
             raise ValueError(f"--calibrate: the suite has no {engine} model with a local path to calibrate")
         model_dir = Path(str(model.source.path)).expanduser()
         log(f"calibrating {engine} on this machine ({model_dir}) ...")
-        if engine == "vllm":
-            from omnieval.perf._calibrate_vllm import measure_vllm
-
-            res = measure_vllm(model_dir, concurrencies=[1, 2, 4, 8, 16], out_tokens=64, repeats=1, log=log)
-        elif engine == "transformers":
-            from omnieval.perf._calibrate_transformers import measure_transformers
-
-            threads = int((model.engine_kwargs or {}).get("threads") or 1)
-            res = measure_transformers(model_dir, threads=threads, batches=[1, 2, 4, 8], out_tokens=32, repeats=1,
-                                       log=log)  # fmt: skip
-        else:
+        if engine not in ("vllm", "transformers"):
             raise ValueError(f"--calibrate: no in-bench calibration for engine {engine!r} (vllm, transformers); "
                              f"run `omnieval bench calibrate --engine {engine}` and name its JSON in calibration")  # fmt: skip
+        threads = int((model.engine_kwargs or {}).get("threads") or 1)
+        res = measure_engine(engine, model_dir, threads=threads, log=log)
         paths[engine] = write_json(out / f"calibration-{engine}.json", {"bench": "calibrate",
                                                                          "context": machine_context(), **res})  # fmt: skip
         log(f"  wrote {paths[engine]}")
@@ -177,12 +170,12 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
     from omnieval.perf._common import cpu_identity
     from omnieval.perf._roofline import diagnose, load_profiles
 
-    profiles = load_profiles(calibration)
+    profiles, here = load_profiles(calibration), cpu_identity()
     for r in rows:
         if r["mode"] == "federated":
-            r["diagnosis"] = diagnose(r, profiles, cpus, cpu_identity())
+            r["diagnosis"] = diagnose(r, profiles, cpus, here)
         for sub in (r.get("runs") or {}).values():  # the same-engine row's per-modality runs
-            sub["diagnosis"] = diagnose(sub, profiles, cpus, cpu_identity())
+            sub["diagnosis"] = diagnose(sub, profiles, cpus, here)
     fed = [r for r in rows if r["mode"] == "federated"]
     diag = _median_run(fed)["diagnosis"] if fed else None
     return {"config": str(config), "suite": str(suite_path), "cpus": cpus, "repeats": repeats,

@@ -89,16 +89,12 @@ def calibration_check(profiles: dict[str, dict[str, Any]], cpu: dict[str, Any] |
     AVX2 kernels) is that CPU's, not this one's, and the report says so rather than judging the run by it."""
     out = []
     for engine, prof in sorted(profiles.items()):
-        theirs = prof.get("cpu")
-        if cpu is None:
-            note = None
-        elif not theirs:
+        theirs, note = prof.get("cpu"), None
+        if cpu is not None and not theirs:
             note = "it does not record which CPU it was measured on"
-        elif not same_cpu(theirs, cpu):
+        elif cpu is not None and theirs and not same_cpu(theirs, cpu):
             note = (f"it was measured on {theirs.get('model')} ({', '.join(theirs.get('isa') or []) or 'no AVX2'}), "
                     f"this machine is {cpu.get('model')} ({', '.join(cpu.get('isa') or []) or 'no AVX2'})")  # fmt: skip
-        else:
-            note = None
         out.append({"engine": engine, "file": prof.get("file"), "cpu": theirs, "same_cpu": note is None and cpu is not None,
                     "note": note})  # fmt: skip
     return out
