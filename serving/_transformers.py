@@ -1,19 +1,20 @@
-"""transformers backend: one padded batched ``model.generate`` per step over the requests waiting at that moment.
+"""transformers backend: the model's own ``forward`` and KV cache under continuous batching (``serving._continuous``).
 
-This is *static* batching per step, not continuous batching: a batch runs until its longest member finishes, and
-requests arriving meanwhile wait for the next step. On CPU that still beats one request at a time by ~4x (B=8: 64
-tok/s vs 16 tok/s for SmolLM2-135M), while transformers' own ``generate_batch`` (paged, continuous) was 4x slower on
-CPU and sized its KV cache from free memory (9 GiB), so we do not use it.
+Requests join the running batch after their own prefill (short text prompts prefilled together within
+``prefill_tokens``; a media prompt alone) and leave it the step they finish, each with its own sampling options,
+``max_tokens``, stop strings and seed. A model the loop cannot carry (an encoder-decoder, media-dependent rotary
+positions, a sliding-window or static cache, a generation_config with logits processors) is served by padded batched
+``generate`` per step instead (``batching: static``), and the log says why. transformers' own ``generate_batch``
+(paged, continuous) was 4x slower on CPU and sized its KV cache from free memory (9 GiB), so we do not use it.
 
-Requests in one batch must share their decoding options (temperature, top_p, max_tokens, stop, seed): each step
-takes the oldest waiting request's option group. ``generate`` runs in a worker thread so the replica's event loop
-keeps answering health checks and stats while the model computes.
+Static batching takes the oldest waiting request's option group (temperature, top_p, max_tokens, stop, seed) per
+``generate``. Either way the model computes in a worker thread, so the replica's event loop keeps answering health
+checks and stats.
 
 Multimodal checkpoints (a ``vision_config`` / ``audio_config`` in config.json) load with ``AutoProcessor`` and
 ``AutoModelForImageTextToText`` (or ``AutoModelForMultimodalLM`` for audio): a request with images or audio goes
-through the model's own chat template and processor (image tiling, log-mel features, placeholder expansion). Media
-requests waiting together go through the processor as one batch, left-padded like text (each result counts its own
-prompt tokens): one ``generate`` per batch and kind of media. Video reaches such a model as frames (``video_input: frames``).
+through the model's own chat template and processor (image tiling, log-mel features, placeholder expansion). Video
+reaches such a model as frames (``video_input: frames``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from omnieval.core import GenerationOptions, MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
+from serving._continuous import Row, RunningBatch, push, result, sample, unsupported
 from serving._engine import Engine, pop_known
 from serving._features import EngineFeatures, hf_features
 from serving._media import decode_audio
@@ -51,7 +53,10 @@ _DEFAULTS: dict[str, Any] = {
     "device": "auto",
     "threads": None,
     "trust_remote_code": False,
+    "batching": "auto",
+    "prefill_tokens": 512,
 }
+_BATCHING = ("auto", "continuous", "static")
 
 
 def options_key(o: GenerationOptions) -> tuple[Any, ...]:
@@ -66,6 +71,12 @@ class _Pending:
     request: GenerationRequest
     future: asyncio.Future[GenerationResult]
     enqueued: float = field(default_factory=time.monotonic)
+    encoded: Any = None
+    """Continuous batching: the request's token ids (text) or processor output (media), once encoded."""
+
+
+_Done = tuple[_Pending, GenerationResult | Exception]
+"""A finished request: its result, or the error it fails with."""
 
 
 def take_batch(pending: deque[_Pending], max_batch: int) -> list[_Pending]:
@@ -110,6 +121,25 @@ class TransformersEngine(Engine):
         if self.max_batch_size < 1:
             raise OmnievalUserError(f"engine 'transformers': max_batch_size must be >= 1, got {self.max_batch_size}")
         self.slots = self.max_batch_size
+        if self.opts["batching"] not in _BATCHING:
+            raise OmnievalUserError(f"engine 'transformers': batching must be one of {', '.join(_BATCHING)}, "
+                                    f"got {self.opts['batching']!r}")  # fmt: skip
+        self.prefill_tokens = int(self.opts["prefill_tokens"])
+        if self.prefill_tokens < 1:
+            raise OmnievalUserError(f"engine 'transformers': prefill_tokens must be >= 1, got {self.prefill_tokens}")
+        self.batching: str | None = None
+        """``continuous`` or ``static``, decided when the model loads."""
+        self.batching_reason: str | None = None
+        """Why a model under ``batching: auto`` is served by static ``generate``."""
+        self.prefills = 0
+        """Prefill forwards (continuous batching)."""
+        self.decode_steps = 0
+        """Decode steps; ``decode_rows / decode_steps`` is the mean decode batch."""
+        self.decode_rows = 0
+        self.peak_batch = 0
+        """Most rows decoded in one step."""
+        self._batch: RunningBatch | None = None
+        self._extra: dict[str, Any] = {}
         self.model_path = model_path
         self.generate_calls = 0
         """Batched ``generate`` calls so far (tests check that concurrent requests share calls)."""
@@ -183,8 +213,203 @@ class TransformersEngine(Engine):
         prefix = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
         self._stats.prefix_token_id = None if prefix is None else int(prefix)
         self._stats.tokenizer_dir = str(p) if p.is_dir() else None
+        self._choose_batching(torch)
+
+    def _choose_batching(self, torch: Any) -> None:
+        """Continuous batching unless the model cannot be carried by it (``serving._continuous.unsupported``)."""
+        import inspect
+        import logging
+
+        if "logits_to_keep" in inspect.signature(self._model.forward).parameters:
+            self._extra = {"logits_to_keep": 1}  # only the last position's logits: prompts can be long
+        if self.opts["batching"] == "static":
+            self.batching = "static"
+            return
+        prefix = self._stats.prefix_token_id if self._stats.prefix_token_id is not None else 0
+        with torch.inference_mode():  # one token through the model shows its cache's layers
+            probe = self._model(input_ids=torch.tensor([[prefix]], device=self._model.device), use_cache=True)
+        reason = unsupported(self._model, probe.past_key_values)
+        if reason is None:
+            self.batching, self._batch = "continuous", RunningBatch(torch)
+            return
+        if self.opts["batching"] == "continuous":
+            raise OmnievalUserError(f"engine 'transformers': batching: continuous is not possible for "
+                                    f"{self.model_path}: {reason}. Use batching: static (or auto).")  # fmt: skip
+        self.batching, self.batching_reason = "static", reason
+        logging.getLogger("omnieval").warning("engine 'transformers': %s is served by padded batched generate "
+                                              "(static batching) because %s", self.model_path, reason)  # fmt: skip
 
     async def _batch_loop(self) -> None:
+        if self._batch is not None:
+            await self._continuous_loop(self._batch)
+        else:
+            await self._static_loop()
+
+    async def _continuous_loop(self, batch: RunningBatch) -> None:
+        """Admit waiting requests into free rows, then one step in the worker thread: their prefill (within the
+        token budget; the rest wait at the head of the queue) and one decode step of every running row."""
+        wait_s = float(self.opts["batch_wait_ms"]) / 1000.0
+        while True:
+            if not self._pending and not batch:
+                self._wake.clear()
+                await self._wake.wait()
+                if wait_s > 0:
+                    await asyncio.sleep(wait_s)  # let requests sent together share the first prefill
+            gone = [i for i, r in enumerate(batch.rows) if r.handle.future.done()]  # cancelled by their caller
+            if gone:
+                batch.keep([i for i in range(len(batch)) if i not in gone])
+            admit: list[_Pending] = []
+            while self._pending and len(batch) + len(admit) < self.max_batch_size:
+                p = self._pending.popleft()
+                if not p.future.done():
+                    admit.append(p)
+            if not admit and not batch:
+                continue
+            self._running = len(batch) + len(admit)
+            try:
+                done, rest = await asyncio.to_thread(self._step, admit)
+            finally:
+                self._running = len(batch)
+            self._pending.extendleft(reversed(rest))
+            for p, out in done:
+                if p.future.done():
+                    continue
+                if isinstance(out, GenerationResult):
+                    p.future.set_result(out)
+                else:
+                    p.future.set_exception(out)
+
+    def _step(self, admit: list[_Pending]) -> tuple[list[_Done], list[_Pending]]:
+        """Prefill admitted requests until ``prefill_tokens`` is spent (at least one group), then decode one token
+        for every running row. Returns finished requests and the admitted ones left for the next step."""
+        assert self._batch is not None
+        done: list[_Done] = []
+        rest = deque(admit)
+        used = 0
+        with self._torch.inference_mode():
+            while rest and (used == 0 or used < self.prefill_tokens):
+                group = self._take_group(rest, self.prefill_tokens - used, done)
+                if not group:
+                    continue
+                used += sum(len(p.encoded) if isinstance(p.encoded, list) else 1 for p in group) or 1
+                try:
+                    self._prefill(group, done)
+                except Exception as e:  # noqa: BLE001 - e.g. out of memory: fail these requests, keep serving
+                    done += [(p, RequestFailed(f"transformers prefill failed: {e!r}")) for p in group]
+            if self._batch:
+                try:
+                    self._decode(done)
+                except Exception as e:  # noqa: BLE001 - the running rows share the failed forward
+                    done += [(r.handle, RequestFailed(f"transformers decode failed: {e!r}")) for r in self._batch.rows]
+                    self._batch.keep([])
+        return done, list(rest)
+
+    def _encode(self, p: _Pending) -> None:
+        """Token ids for a text request; the processor's tensors for a media request (one at a time)."""
+        r = p.request
+        if not has_media(r.messages):
+            tok = self._tok
+            p.encoded = (chat_token_ids(tok, r.messages, self.name) if r.prompt is None
+                         else [int(i) for i in tok.encode(r.prompt)])  # fmt: skip
+            return
+        if self._processor is None:
+            raise RequestFailed(f"engine 'transformers': {self.model_path} is a text model; the request has media")
+        enc, n_media = self._media_inputs([r], batched=False)
+        self._stats.media_items += n_media
+        p.encoded = enc
+
+    def _take_group(self, rest: deque[_Pending], budget: int, done: list[tuple[_Pending, Any]]) -> list[_Pending]:
+        """The head request, and with a text head the following text requests while the padded group
+        (rows x longest prompt) stays within ``budget`` tokens. A request that cannot be encoded fails alone."""
+        group: list[_Pending] = []
+        width = 0
+        while rest:
+            p = rest[0]
+            if p.encoded is None:
+                try:
+                    self._encode(p)
+                except Exception as e:  # noqa: BLE001 - a bad image or prompt fails its own request only
+                    rest.popleft()
+                    done.append((p, e if isinstance(e, RequestFailed) else RequestFailed(f"transformers could not "
+                                                                                         f"encode the request: {e!r}")))  # fmt: skip
+                    continue
+            text = isinstance(p.encoded, list)
+            if group and (not text or (len(group) + 1) * max(width, len(p.encoded)) > budget):
+                break
+            group.append(rest.popleft())
+            if not text:
+                break
+            width = max(width, len(p.encoded))
+        return group
+
+    def _row(self, p: _Pending, prompt_tokens: int) -> Row:
+        torch, o = self._torch, p.request.options
+        eos = self._model.generation_config.eos_token_id
+        eos = eos if isinstance(eos, list) else [eos if eos is not None else self._tok.eos_token_id]
+        gen = None
+        if o.temperature > 0:
+            gen = torch.Generator(device=self._model.device)
+            if o.seed is not None:
+                gen.manual_seed(int(o.seed))
+            else:
+                gen.seed()
+        return Row(handle=p, request=p.request, prompt_tokens=prompt_tokens,
+                   eos=frozenset(int(e) for e in eos if e is not None), generator=gen)  # fmt: skip
+
+    def _prefill(self, group: list[_Pending], done: list[tuple[_Pending, Any]]) -> None:
+        """One forward over the group's prompts; each row's first token; unfinished rows join the batch."""
+        torch, model, dev = self._torch, self._model, self._model.device
+        if isinstance(group[0].encoded, list):  # text, left-padded together
+            ids = [p.encoded for p in group]
+            width, pad = max(len(x) for x in ids), int(self._tok.pad_token_id)
+            input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=dev)
+            mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=dev)
+            position = (mask.cumsum(dim=1) - 1).clamp(min=0)
+            out = model(input_ids=input_ids, attention_mask=mask, position_ids=position, use_cache=True, **self._extra)
+            prompt = [len(x) for x in ids]
+        else:  # one media request, unpadded: the model places its media tokens and positions itself
+            enc = group[0].encoded
+            out = model(**enc, use_cache=True, **self._extra)
+            mask = torch.ones((1, out.past_key_values.get_seq_length()), dtype=torch.long, device=dev)
+            prompt = [int(enc["input_ids"].shape[1])]
+        self.prefills += 1
+        self._stats.batches += 1
+        self._stats.batch_rows += len(group)
+        rows = [self._row(p, n) for p, n in zip(group, prompt, strict=True)]
+        joining = RunningBatch(torch)
+        joining.rows, joining.cache, joining.mask = rows, out.past_key_values, mask
+        keep = []
+        for i, (r, t) in enumerate(zip(rows, sample(torch, out.logits[:, -1, :], rows), strict=True)):
+            reason = push(self._tok, r, t)
+            if reason:
+                done.append((r.handle, result(self._tok, r, reason)))
+            else:
+                keep.append(i)
+        joining.keep(keep)
+        if joining:
+            assert self._batch is not None
+            self._batch.add(joining.rows, joining.cache, joining.mask)
+
+    def _decode(self, done: list[tuple[_Pending, Any]]) -> None:
+        assert self._batch is not None
+        batch, torch = self._batch, self._torch
+        logits = batch.step(self._model, self._extra)
+        self.decode_steps += 1
+        self.decode_rows += len(batch)
+        self.peak_batch = max(self.peak_batch, len(batch))
+        self._stats.batches += 1
+        self._stats.batch_rows += len(batch)
+        keep = []
+        batch.last = sample(torch, logits, batch.rows)
+        for i, (r, t) in enumerate(zip(batch.rows, batch.last, strict=True)):
+            reason = push(self._tok, r, t)
+            if reason:
+                done.append((r.handle, result(self._tok, r, reason)))
+            else:
+                keep.append(i)
+        batch.keep(keep)
+
+    async def _static_loop(self) -> None:
         wait_s = float(self.opts["batch_wait_ms"]) / 1000.0
         while True:
             while not self._pending:
@@ -210,6 +435,7 @@ class TransformersEngine(Engine):
                 self._running = 0
                 self.generate_calls += 1
                 self._stats.batches += 1
+                self._stats.batch_rows += len(batch)
 
     def _generation_config(self, o: GenerationOptions) -> Any:
         gc = copy.deepcopy(self._model.generation_config)
@@ -262,9 +488,10 @@ class TransformersEngine(Engine):
         processor resizes and tiles (the same code the model was released with)."""
         return self._generate_media_rows([r], batched=False)[0]
 
-    def _generate_media_rows(self, reqs: list[GenerationRequest], batched: bool = True) -> list[GenerationResult]:
-        torch, tok = self._torch, self._tok
-        t0 = time.monotonic()
+    def _media_inputs(self, reqs: list[GenerationRequest], batched: bool) -> tuple[Any, int]:
+        """The processor's tensors for media requests (its chat template, image tiling, audio features) in the
+        model's dtype and device, and how many media items they hold."""
+        torch = self._torch
         texts: list[str] = []
         images: list[list[Any]] = []
         audios: list[Any] = []
@@ -290,6 +517,12 @@ class TransformersEngine(Engine):
         for k, v in enc.items():
             if torch.is_floating_point(v):
                 enc[k] = v.to(self._model.dtype)
+        return enc, sum(len(i) for i in images) + len(audios)
+
+    def _generate_media_rows(self, reqs: list[GenerationRequest], batched: bool = True) -> list[GenerationResult]:
+        torch, tok = self._torch, self._tok
+        t0 = time.monotonic()
+        enc, n_media = self._media_inputs(reqs, batched)
         o = reqs[0].options
         gc = self._generation_config(o)
         if o.temperature > 0 and o.seed is not None:
@@ -297,7 +530,7 @@ class TransformersEngine(Engine):
         with torch.inference_mode():
             out = self._model.generate(**enc, generation_config=gc, tokenizer=tok)
         self.media_generate_calls += 1
-        self._stats.media_items += sum(len(i) for i in images) + len(audios)
+        self._stats.media_items += n_media
         width = enc["input_ids"].shape[1]
         lengths = enc["attention_mask"].sum(dim=1).tolist() if "attention_mask" in enc else [width] * len(reqs)
         pad = tok.pad_token_id if batched else None
@@ -412,8 +645,11 @@ class TransformersEngine(Engine):
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down either way
                 pass
             self._loop_task = None
-        while self._pending:
-            p = self._pending.popleft()
+        running = [r.handle for r in self._batch.rows] if self._batch is not None else []
+        if self._batch is not None:
+            self._batch.keep([])
+        for p in [*running, *self._pending]:
             if not p.future.done():
                 p.future.set_exception(ReplicaDead("engine shut down", replica_id=self._stats.replica_id))
+        self._pending.clear()
         self._model = self._tok = self._processor = None

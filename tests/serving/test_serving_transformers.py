@@ -1,4 +1,5 @@
-"""TransformersEngine on the real SmolLM2 GGUF: greedy output and per-step batching of concurrent requests.
+"""TransformersEngine on the real SmolLM2 GGUF and the plumbing VLM / audio LM: greedy output, continuous batching of
+concurrent requests with different options, media through the model's own processor.
 
 Needs torch+transformers+gguf, which the main venv deliberately lacks; scripts/ci_vllm.sh runs it in the vLLM venv.
 """
@@ -47,26 +48,26 @@ def test_transformers_greedy_and_batched(smollm_gguf: Path, timing) -> None:
             assert again.text == one.text  # greedy is deterministic
             timing("transformers 1 request", f"{one.completion_tokens / t1:.1f} tok/s; text {one.text[:60]!r}")
 
-            calls = eng.generate_calls
+            assert eng.batching == "continuous" and eng.batching_reason is None
             prompts = ["Name a colour.", "What is 2 + 2?", "Say hello in French.", "Name a fruit."]
             t0 = time.monotonic()
             rs = await asyncio.gather(*(eng.generate(_req(10 + i, p, max_tokens=32)) for i, p in enumerate(prompts)))
             wall = time.monotonic() - t0
             assert all(r.text.strip() and r.completion_tokens > 0 for r in rs)
             assert [r.request_id for r in rs] == [f"tf-{10 + i}" for i in range(4)]
-            assert eng.generate_calls - calls < 4  # batched: normally one padded generate for all four
-            timing("transformers 4 concurrent", f"{sum(r.completion_tokens for r in rs) / wall:.1f} tok/s in "
-                   f"{eng.generate_calls - calls} generate call(s)")  # fmt: skip
+            assert eng.peak_batch > 1  # decoded together, not one after another
+            timing("transformers 4 concurrent", f"{sum(r.completion_tokens for r in rs) / wall:.1f} tok/s, mean decode "
+                   f"batch {eng.decode_rows / eng.decode_steps:.1f}")  # fmt: skip
 
-            # A batch only holds one option group: a stop string and a different max_tokens run separately.
-            calls = eng.generate_calls
+            # Different options share the running batch; each row keeps its own stop string and max_tokens.
             a, b = await asyncio.gather(
                 eng.generate(_req(20, "Count from 1 to 20.", max_tokens=40, stop=["5"])),
                 eng.generate(_req(21, "Count from 1 to 20.", max_tokens=8)),
             )
             assert "5" not in a.text and a.finish_reason == "stop"
-            assert b.completion_tokens <= 8
-            assert eng.generate_calls - calls == 2
+            assert b.completion_tokens == 8 and b.finish_reason == "length"
+            n = min(len(a.text), len(b.text))
+            assert n and a.text[:n] == b.text[:n]  # same prompt, greedy: the same tokens while both run
             s = eng.stats()
             assert (s.in_flight, s.queue_depth, s.failed, s.completed, s.slots) == (0, 0, 0, 8, 4)
             assert await eng.check_health()
@@ -78,9 +79,12 @@ def test_transformers_greedy_and_batched(smollm_gguf: Path, timing) -> None:
 
 
 @pytest.mark.timeout(1200)
-def test_transformers_takes_images_and_frames_through_its_processor(plumbing_models: dict[str, Path], timing) -> None:
+@pytest.mark.parametrize("batching", ["continuous", "static"])
+def test_transformers_takes_images_and_frames_through_its_processor(plumbing_models: dict[str, Path], batching: str,
+                                                                    timing) -> None:  # fmt: skip
     """The plumbing VLM (Idefics3 shape, untrained tower): the image processor's tiles and the chat template's
-    image tokens reach generate, so the prompt grows with the image's extent and the number of frames."""
+    image tokens reach the model, so the prompt grows with the image's extent and the number of frames; under both
+    batching modes the five requests share decoding (continuous: one running batch; static: batched generate)."""
     from omnieval.core import ImageContent, Message, TextContent, VideoContent
     from serving._messages import to_openai
 
@@ -102,7 +106,7 @@ def test_transformers_takes_images_and_frames_through_its_processor(plumbing_mod
 
     async def main() -> dict[str, int]:
         eng = TransformersEngine(replica_id="tf-mm", model="plumbing-vlm", model_path=str(plumbing_models["image"]),
-                                 max_batch_size=4, batch_wait_ms=20)  # fmt: skip
+                                 max_batch_size=4, batch_wait_ms=20, batching=batching)  # fmt: skip
         await eng.start()
         try:
             q = TextContent(value="What colour is this?")
@@ -115,14 +119,19 @@ def test_transformers_takes_images_and_frames_through_its_processor(plumbing_mod
             )
             assert [r.request_id for r in rs] == [f"mm-{i}" for i in range(5)]
             assert all(r.completion_tokens > 0 for r in rs)
-            assert eng.media_generate_calls < 4, eng.media_generate_calls  # images and frames batched together
+            assert eng.batching == batching
+            if batching == "static":
+                assert eng.media_generate_calls < 4, eng.media_generate_calls  # images and frames batched together
+            else:
+                assert eng.peak_batch > 1 and eng.prefills >= 5  # each media prompt prefilled alone, decoded together
             assert "paris" in (await eng.generate(_mm_text(eng))).text.lower()  # the language model is real
             return {k: r.prompt_tokens for k, r in zip(("text", "strip", "square", "f2", "f4"), rs, strict=True)}
         finally:
             await eng.shutdown()
 
     n = asyncio.run(main())
-    timing("transformers plumbing VLM prompt tokens: text/512x128/512x512/2 frames/4 frames", str(list(n.values())))
+    timing(f"transformers plumbing VLM ({batching}) prompt tokens: text/512x128/512x512/2 frames/4 frames",
+           str(list(n.values())))  # fmt: skip
     assert n["text"] < n["strip"] < n["square"]
     assert n["f4"] - n["text"] == 2 * (n["f2"] - n["text"]) > 0
 
@@ -171,8 +180,8 @@ def test_transformers_takes_audio_through_its_processor(plumbing_models: dict[st
                 eng.generate(req(4, [AudioContent(value=str(mp3)), q])),  # as it is: mp3, decoded by PyAV
             )
             assert all(r.completion_tokens > 0 for r in rs)
-            # the four audio requests waited together: batched through the processor, not one generate each
-            assert eng.media_generate_calls < 4 and eng._media_batching, eng.media_generate_calls
+            # the four audio requests waited together: decoded in one running batch, not one after another
+            assert eng.batching == "continuous" and eng.peak_batch > 1, (eng.batching, eng.batching_reason)
             alone = await eng.generate(req(5, [AudioContent(value=str(long_)), q]))  # greedy: the same answer alone
             assert (alone.text, alone.prompt_tokens) == (rs[2].text, rs[2].prompt_tokens)
             return [r.prompt_tokens for r in rs]
