@@ -39,6 +39,7 @@ class UsageSample(BaseModel):
     output_tokens: int
     completed: int
     batches: int = 0
+    batch_rows: int = 0
     media_items: int = 0
     cached_prompt_tokens: int = 0
     kv_usage: float | None = None
@@ -72,7 +73,9 @@ class ReplicaUsage(BaseModel):
     """Tokens generated during the phase."""
     requests: int
     batches: int
-    """Batched calls (transformers): requests / batches is its mean batch size."""
+    """Batched forward calls (transformers: prefills and decode steps, or ``generate`` calls under static batching)."""
+    batch_rows: int = 0
+    """Rows those calls served: ``batch_rows / batches`` is the engine's mean batch over the phase."""
     media_items: int = 0
     """Images, frames and audio clips the engine encoded during the phase, where it counts them (transformers;
     vLLM: its multimodal cache's misses)."""
@@ -141,8 +144,8 @@ class UsageSampler:
                 self.samples.append(UsageSample(
                     t=now, replica_id=info.replica_id, model=info.model, engine=s.engine, in_flight=s.in_flight,
                     queue_depth=s.queue_depth, slots=s.slots, prompt_tokens=s.prompt_tokens,
-                    output_tokens=s.output_tokens, completed=s.completed, batches=s.batches, media_items=s.media_items,
-                    cached_prompt_tokens=s.cached_prompt_tokens, kv_usage=s.kv_usage,
+                    output_tokens=s.output_tokens, completed=s.completed, batches=s.batches, batch_rows=s.batch_rows,
+                    media_items=s.media_items, cached_prompt_tokens=s.cached_prompt_tokens, kv_usage=s.kv_usage,
                     pool_in_flight=pool_side.get(info.replica_id),
                     limit=None if info.replica_id not in limits else int(limits[info.replica_id]["limit"] or 0),
                 ))  # fmt: skip
@@ -177,7 +180,7 @@ def summarize(samples: list[UsageSample], start: float, end: float,
             mean_in_flight=sum(s.in_flight for s in inside) / len(inside) if inside else None,
             peak_queue=max((s.queue_depth for s in inside), default=0), slots=ss[-1].slots,
             prompt_tokens=delta("prompt_tokens"), output_tokens=delta("output_tokens"), requests=delta("completed"),
-            batches=delta("batches"), media_items=delta("media_items"),
+            batches=delta("batches"), batch_rows=delta("batch_rows"), media_items=delta("media_items"),
             cached_prompt_tokens=delta("cached_prompt_tokens"), first_busy_s=busy[0].t - start if busy else None,
             mean_pool_in_flight=sum(pool_side) / len(pool_side) if pool_side else None,
             peak_limit=max(limits) if limits else None,

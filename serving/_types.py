@@ -202,7 +202,10 @@ class EngineStats(BaseModel):
     kv_usage: float | None = None
     """Share of the KV cache in use now (0-1), where the engine reports it."""
     batches: int = 0
-    """Batched forward calls (engines that batch per step in-process: transformers)."""
+    """Batched forward calls (engines that batch per step in-process: transformers): its prefill forwards and
+    decode steps under continuous batching, its ``generate`` calls under static batching."""
+    batch_rows: int = 0
+    """Rows those calls served: ``batch_rows / batches`` is the engine's mean batch."""
     media_items: int = 0
     """Images, frames and audio clips encoded since start, where the engine counts them (transformers; vLLM: its
     multimodal cache's misses)."""

@@ -8,7 +8,8 @@ user experiences it — process start, imports, model loading and data preparati
   override as the lm-eval adapter);
 * ``lmms`` — ``lmms_eval`` with one of its own model classes (``huggingface``…) on the suite's task;
 * ``builtin`` — a built-in benchmark's Records (built exactly as ``run_suite`` builds them) through an in-process
-  engine (``serving``'s ``transformers`` engine, no server), one request at a time, as an eval loop would.
+  engine (``serving``'s ``transformers`` engine, no server), one request at a time through ``model.generate``
+  (``batching: static``, batch 1), as an eval loop would.
 
 Each job is a subprocess ``python -m omnieval.perf._conventional JOB RESULT`` in the framework's own interpreter
 (framework venvs keep their pins). ``sequential`` runs the jobs one after another with every core, as a script
@@ -284,9 +285,10 @@ def _builtin(job: dict[str, Any]) -> dict[str, Any]:
     first_model = records[0].model if records else None  # the conventional process evaluates one model
     recs = [r for r in records if r.model == first_model]
     engine_cls: Any = ENGINES.get(job["model_class"])
+    loop = {"batching": "static"} if job["model_class"] == "transformers" else {}  # model.generate, as scripts do
     engine = engine_cls(replica_id=f"conventional-{job['benchmark']}", model="conventional",
                         model_path=os.path.expanduser(job["pretrained"]),
-                        **{"threads": len(job["cores"]), "max_batch_size": 1, **job["model_args"]})  # fmt: skip
+                        **{"threads": len(job["cores"]), "max_batch_size": 1, **loop, **job["model_args"]})  # fmt: skip
 
     async def go() -> tuple[float, float, float, dict[str, str | None], int]:
         await engine.start()
