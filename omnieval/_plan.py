@@ -66,20 +66,27 @@ def check_frameworks(suite: SuiteConfig) -> None:
     from omnieval.adapters._check import check_in
     from serving import ENGINES
 
-    by_env: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
+    by_python: dict[str | None, list[dict[str, Any]]] = {}  # one check process per interpreter, all at once
+    env_vars: dict[str | None, dict[str, str]] = {}
     for i, b in enumerate(suite.benchmarks):
         if b.framework == "builtin":
             continue
         env = suite.frameworks.get(b.framework)
+        python = env.python if env else None
         scorers = {m.name: [m.engine, ENGINES.get(m.engine).scoring(m.engine_kwargs)]
                    for m in suite.models if b.models is None or m.name in b.models}  # fmt: skip
-        by_env.setdefault((env.python if env else None, b.framework), []).append(
+        by_python.setdefault(python, []).append(
             {"framework": b.framework, "task": b.name, "options": b.options, "where": f"benchmarks[{i}]",
              "scorers": scorers})  # fmt: skip
-    errors = []
-    for (python, fw), items in by_env.items():
-        env = suite.frameworks.get(fw)
-        errors += check_in(python, items, dict(env.env_vars) if env else None)
+        env_vars.setdefault(python, {}).update(env.env_vars if env else {})
+    if len(by_python) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(by_python)) as ex:
+            found = list(ex.map(lambda kv: check_in(kv[0], kv[1], env_vars[kv[0]]), by_python.items()))
+    else:
+        found = [check_in(python, items, env_vars[python]) for python, items in by_python.items()]
+    errors = [e for errs in found for e in errs]
     if errors:
         raise OmnievalUserError("; ".join(errors))
 

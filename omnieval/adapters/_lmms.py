@@ -149,6 +149,66 @@ def task_manager(task: str, options: dict[str, Any], scratch: Path) -> tuple[Any
     return TaskManager(verbosity="WARNING", include_path=str(scratch), include_defaults=False), alias
 
 
+def _index_key(include: list[str], defaults: bool) -> str:
+    """What an index depends on: lmms-eval's version (its bundled tasks) and every local YAML's path, size and
+    modification time (a task added or edited there makes a new index)."""
+    import hashlib
+    import importlib.metadata as md
+
+    h = hashlib.sha256(f"{md.version('lmms_eval')}|{defaults}".encode())
+    for root in include:
+        for f in sorted(Path(root).rglob("*.y*ml")):
+            st = f.stat()
+            h.update(f"|{f}|{st.st_size}|{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:24]
+
+
+def task_index(include: list[str], defaults: bool) -> dict[str, dict[str, Any]]:
+    """lmms-eval's own task index (name -> ``type``, ``yaml_path``) over ``include`` (and its bundled tasks when
+    ``defaults``), cached under the omnieval cache: importing ``lmms_eval.tasks`` takes ~5 s (torch, transformers'
+    image processors), and the pre-deploy check would pay it on every run before anything starts."""
+    from omnieval.core import cache_dir
+
+    path = cache_dir() / "lmms-task-index" / f"{_index_key(include, defaults)}.json"
+    if path.exists():
+        try:
+            cached: dict[str, dict[str, Any]] = json.loads(path.read_text())
+            return cached
+        except (OSError, ValueError):
+            pass  # a torn write: rebuilt below
+    from lmms_eval.tasks import TaskManager
+
+    tm = TaskManager(verbosity="WARNING", include_path=include, include_defaults=defaults)
+    out = {name: {"type": e.get("type"), "yaml_path": e["yaml_path"] if isinstance(e.get("yaml_path"), str) else None}
+           for name, e in tm.task_index.items()}  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{id(out)}")
+    tmp.write_text(json.dumps(out))
+    tmp.replace(path)
+    return out
+
+
+def task_entry(task: str, options: dict[str, Any], where: str) -> dict[str, Any]:
+    """The task's index entry, found as ``task_manager`` finds it (omnieval's task dir and ``include_path`` first,
+    then the bundled tasks), from the cached index; an unknown name is an error with lmms-eval's close names."""
+    extra = options.get("include_path") or []
+    include = [str(TASK_DIR), *[str(Path(p).resolve()) for p in ([extra] if isinstance(extra, str) else extra)]]
+    for p in include:
+        if not Path(p).is_dir():
+            raise OmnievalUserError(f"{where}.options.include_path: {p} is not a folder; fix the path")
+    index = task_index(include, defaults=False)
+    if task not in index:
+        index = task_index(include, defaults=True)
+    if task not in index:
+        import difflib
+
+        close = difflib.get_close_matches(task, list(index), n=3, cutoff=0.6)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        raise OmnievalUserError(f"{where}.name: lmms-eval has no task {task!r} (searched {include} and its bundled "
+                                f"tasks).{hint}")  # fmt: skip
+    return index[task]
+
+
 def evaluate_kwargs(options: dict[str, Any], limit: int | None) -> dict[str, Any]:
     """``simple_evaluate``'s arguments for a suite task (besides model, tasks and task manager): the adapter and
     ``bench federated``'s conventional baseline run the task identically."""
@@ -173,12 +233,7 @@ class LMMSEvalAdapter(FrameworkAdapter):
         for split, f in (options.get("data_files") or {}).items():
             if "://" not in str(f) and not Path(f).exists():
                 raise OmnievalUserError(f"{where}.options.data_files.{split}: {f} does not exist; fix the path")
-        try:
-            with tempfile.TemporaryDirectory(prefix="omnieval-lmms-check-") as scratch:
-                tm, _ = task_manager(task, {k: v for k, v in options.items() if k != "data_files"}, Path(scratch))
-        except OmnievalUserError as e:
-            raise OmnievalUserError(f"{where}.name: {e}") from None
-        entry = tm.task_index.get(task) or {}
+        entry = task_entry(task, options, where)
         kind = yaml_output_type(entry["yaml_path"]) if entry.get("yaml_path") and entry.get("type") == "task" else None
         if kind in ("loglikelihood", "multiple_choice"):
             raise OmnievalUserError(

@@ -98,6 +98,35 @@ def test_tiny_shapes_resolves_offline_and_data_files_override(tmp_path: Path) ->
         task_manager("tiny_shapez", {"include_path": str(tmp_path)}, tmp_path)
 
 
+def test_the_check_reads_a_cached_task_index_that_follows_the_task_files(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The pre-deploy check builds lmms-eval's task index once (importing ``lmms_eval.tasks`` takes seconds); a
+    second check does not import it at all, and a task YAML added to an include_path is found (a new index)."""
+    need("lmms_eval")
+    from omnieval.adapters._lmms import LMMSEvalAdapter
+    from omnieval.core import OmnievalUserError
+
+    monkeypatch.setenv("OMNIEVAL_CACHE", str(tmp_path / "cache"))
+    own = tmp_path / "tasks"
+    own.mkdir()
+    check = LMMSEvalAdapter().check
+    check("tiny_shapes", {"include_path": str(own)}, "benchmarks[0]")  # builds the index of the local folders
+    with pytest.raises(OmnievalUserError, match="no task 'my_shapes'.*Did you mean: tiny_shapes"):
+        check("my_shapes", {"include_path": str(own)}, "benchmarks[0]")  # and, not found there, the bundled one
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "lmms_eval.tasks", None)  # any import of it now fails
+        check("tiny_shapes", {"include_path": str(own)}, "benchmarks[0]")  # from the cached indexes
+        with pytest.raises(OmnievalUserError, match="no task 'my_shapes'.*Did you mean: tiny_shapes"):
+            check("my_shapes", {"include_path": str(own)}, "benchmarks[0]")
+        (own / "my_shapes.yaml").write_text((ROOT / "omnieval/benchmarks/data/lmms/tiny_shapes/tiny_shapes.yaml")
+                                            .read_text().replace("task: tiny_shapes", "task: my_shapes"))  # fmt: skip
+        with pytest.raises(ImportError):  # the folder changed: its index is rebuilt, which needs lmms_eval
+            check("my_shapes", {"include_path": str(own)}, "benchmarks[0]")
+    check("my_shapes", {"include_path": str(own)}, "benchmarks[0]")
+    with pytest.raises(OmnievalUserError, match=r"benchmarks\[0\].options.include_path: .*nowhere is not a folder"):
+        check("tiny_shapes", {"include_path": str(tmp_path / "nowhere")}, "benchmarks[0]")
+
+
 def test_lmms_adapter_sends_images_and_keeps_lmms_scores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     need("lmms_eval")
     from omnieval.adapters._lmms import LMMSEvalAdapter
