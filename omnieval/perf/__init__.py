@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--calibrate", action="store_true",
                    help="with --config: first measure each engine's roofline profile on this machine, on the suite's "
                         "own models (into --out), instead of the config's calibration files")  # fmt: skip
+    f.add_argument("--report", type=Path,
+                   help="print the report of a saved --config result (its JSON) and redraw its PNGs, without running")
     common(f)
 
     pl = sub.add_parser("pool", help="pool throughput vs the engine's own saturated ceiling; per-request overhead")
@@ -138,6 +140,20 @@ def _cmd_federated(args: argparse.Namespace) -> int:
     from omnieval._suite import load_suite
     from omnieval.perf._common import cpu_count
 
+    if args.report:
+        import json
+
+        import omnieval.perf._omni as omni
+
+        res = json.loads(args.report.read_text())
+        for line in omni.report(res):
+            print(line)
+        if res.get("same_engine"):
+            _print_same_engine(res["same_engine"]["summary"], res["repeats"])
+        png = omni.plot(res, args.report.with_suffix(".png"))
+        if png:
+            print(f"wrote {png}")
+        return 0
     if args.config:
         import omnieval.perf._omni as omni
 
