@@ -378,14 +378,7 @@ class TransformersEngine(Engine):
         rows = [self._row(p, n) for p, n in zip(group, prompt, strict=True)]
         joining = RunningBatch(torch)
         joining.rows, joining.cache, joining.mask = rows, out.past_key_values, mask
-        keep = []
-        for i, (r, t) in enumerate(zip(rows, sample(torch, out.logits[:, -1, :], rows), strict=True)):
-            reason = push(self._tok, r, t)
-            if reason:
-                done.append((r.handle, result(self._tok, r, reason)))
-            else:
-                keep.append(i)
-        joining.keep(keep)
+        self._advance(joining, sample(torch, out.logits[:, -1, :], rows), done)
         if joining:
             assert self._batch is not None
             self._batch.add(joining.rows, joining.cache, joining.mask)
@@ -399,9 +392,13 @@ class TransformersEngine(Engine):
         self.peak_batch = max(self.peak_batch, len(batch))
         self._stats.batches += 1
         self._stats.batch_rows += len(batch)
-        keep = []
         batch.last = sample(torch, logits, batch.rows)
-        for i, (r, t) in enumerate(zip(batch.rows, batch.last, strict=True)):
+        self._advance(batch, batch.last, done)
+
+    def _advance(self, batch: RunningBatch, tokens: list[int], done: list[tuple[_Pending, Any]]) -> None:
+        """Each row's new token; finished rows leave the batch as their requests' results."""
+        keep = []
+        for i, (r, t) in enumerate(zip(batch.rows, tokens, strict=True)):
             reason = push(self._tok, r, t)
             if reason:
                 done.append((r.handle, result(self._tok, r, reason)))
