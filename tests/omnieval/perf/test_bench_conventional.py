@@ -171,3 +171,20 @@ def test_same_engine_time_is_split_into_start_up_and_engine_time() -> None:
     assert "start-up +1.0 s, engine time -1.0 s (1.14x): the pool's start-up outweighs" in image
     assert "engine time +2.0 s (0.96x)" in video and "nothing wins back the start-up" in video
     assert same_engine_why({"rows": rows[:3]}) == []  # no same-engine rows: nothing to split
+
+
+def test_report_reprints_a_saved_result_as_the_readme_quotes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``bench federated --report JSON`` prints the saved run's report without running anything; on the shipped
+    result it prints the figures the README's performance table quotes from it."""
+    import shutil
+
+    from omnieval.perf import cli_main
+
+    saved = shutil.copy(REPO / "docs/bench-federated.json", tmp_path / "r.json")
+    assert cli_main(["federated", "--report", str(saved)]) == 0
+    out = capsys.readouterr().out
+    overall = next(ln for ln in out.splitlines() if ln.startswith("overall") and "federated" in ln)
+    readme = (REPO / "README.md").read_text()
+    ratio = overall.split("-> ")[1].split(" vs sequential")[0]  # e.g. "1.85x (1.78-1.86)"
+    assert ratio.replace("x", "×", 1).replace("-", "–") in readme.replace("**", "")
+    assert "same engine, where the time goes" in out and "ceiling: the federated run cannot end before" in out
