@@ -79,6 +79,11 @@ _Done = tuple[_Pending, GenerationResult | Exception]
 """A finished request: its result, or the error it fails with."""
 
 
+def _prompt_len(encoded: Any) -> int:
+    """Prompt tokens of an encoded request: its token ids (text) or the processor's ``input_ids`` (media)."""
+    return len(encoded) if isinstance(encoded, list) else int(encoded["input_ids"].shape[1])
+
+
 def take_batch(pending: deque[_Pending], max_batch: int) -> list[_Pending]:
     """Up to ``max_batch`` waiting requests of the oldest one's option group, in FIFO order; others keep waiting."""
     if not pending:
@@ -291,7 +296,7 @@ class TransformersEngine(Engine):
                 group = self._take_group(rest, self.prefill_tokens - used, done)
                 if not group:
                     continue
-                used += sum(len(p.encoded) if isinstance(p.encoded, list) else 1 for p in group) or 1
+                used += sum(_prompt_len(p.encoded) for p in group)
                 try:
                     self._prefill(group, done)
                 except Exception as e:  # noqa: BLE001 - e.g. out of memory: fail these requests, keep serving
@@ -371,7 +376,7 @@ class TransformersEngine(Engine):
             enc = group[0].encoded
             out = model(**enc, use_cache=True, **self._extra)
             mask = torch.ones((1, out.past_key_values.get_seq_length()), dtype=torch.long, device=dev)
-            prompt = [int(enc["input_ids"].shape[1])]
+            prompt = [_prompt_len(enc)]
         self.prefills += 1
         self._stats.batches += 1
         self._stats.batch_rows += len(group)
