@@ -79,13 +79,10 @@ def check_frameworks(suite: SuiteConfig) -> None:
             {"framework": b.framework, "task": b.name, "options": b.options, "where": f"benchmarks[{i}]",
              "scorers": scorers})  # fmt: skip
         env_vars.setdefault(python, {}).update(env.env_vars if env else {})
-    if len(by_python) > 1:
-        from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(len(by_python)) as ex:
-            found = list(ex.map(lambda kv: check_in(kv[0], kv[1], env_vars[kv[0]]), by_python.items()))
-    else:
-        found = [check_in(python, items, env_vars[python]) for python, items in by_python.items()]
+    with ThreadPoolExecutor(max(len(by_python), 1)) as ex:
+        found = list(ex.map(lambda kv: check_in(kv[0], kv[1], env_vars[kv[0]]), by_python.items()))
     errors = [e for errs in found for e in errs]
     if errors:
         raise OmnievalUserError("; ".join(errors))

@@ -118,6 +118,12 @@ def yaml_output_type(path: str | Path) -> str:
     return "generate_until"
 
 
+def _include_paths(options: dict[str, Any]) -> list[str]:
+    """omnieval's task dir, then ``options.include_path`` made absolute (actors may run on other nodes)."""
+    extra = options.get("include_path") or []
+    return [str(TASK_DIR), *[str(Path(p).resolve()) for p in ([extra] if isinstance(extra, str) else extra)]]
+
+
 def task_manager(task: str, options: dict[str, Any], scratch: Path) -> tuple[Any, str]:
     """The TaskManager that knows ``task`` and the name to evaluate, optionally with its dataset replaced.
 
@@ -127,8 +133,7 @@ def task_manager(task: str, options: dict[str, Any], scratch: Path) -> tuple[Any
     """
     from lmms_eval.tasks import TaskManager
 
-    extra = options.get("include_path") or []
-    include = [str(TASK_DIR), *[str(Path(p).resolve()) for p in ([extra] if isinstance(extra, str) else extra)]]
+    include = _include_paths(options)
     tm = TaskManager(verbosity="WARNING", include_path=include, include_defaults=False)
     if task not in tm.all_tasks:
         tm = TaskManager(verbosity="WARNING", include_path=include)
@@ -191,8 +196,7 @@ def task_index(include: list[str], defaults: bool) -> dict[str, dict[str, Any]]:
 def task_entry(task: str, options: dict[str, Any], where: str) -> dict[str, Any]:
     """The task's index entry, found as ``task_manager`` finds it (omnieval's task dir and ``include_path`` first,
     then the bundled tasks), from the cached index; an unknown name is an error with lmms-eval's close names."""
-    extra = options.get("include_path") or []
-    include = [str(TASK_DIR), *[str(Path(p).resolve()) for p in ([extra] if isinstance(extra, str) else extra)]]
+    include = _include_paths(options)
     for p in include:
         if not Path(p).is_dir():
             raise OmnievalUserError(f"{where}.options.include_path: {p} is not a folder; fix the path")

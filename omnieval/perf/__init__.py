@@ -135,6 +135,16 @@ def _save(args: argparse.Namespace, data: dict[str, Any], plotter: Any) -> None:
         print(f"wrote {png}")
 
 
+def _print_omni(res: dict[str, Any]) -> None:
+    """A ``--config`` result's report, and its same-engine llama.cpp comparison when it ran one."""
+    import omnieval.perf._omni as omni
+
+    for line in omni.report(res):
+        print(line)
+    if res.get("same_engine"):
+        _print_same_engine(res["same_engine"]["summary"], res["repeats"])
+
+
 def _cmd_federated(args: argparse.Namespace) -> int:
     import omnieval.perf._federated as fed
     from omnieval._suite import load_suite
@@ -146,10 +156,7 @@ def _cmd_federated(args: argparse.Namespace) -> int:
         import omnieval.perf._omni as omni
 
         res = json.loads(args.report.read_text())
-        for line in omni.report(res):
-            print(line)
-        if res.get("same_engine"):
-            _print_same_engine(res["same_engine"]["summary"], res["repeats"])
+        _print_omni(res)
         png = omni.plot(res, args.report.with_suffix(".png"))
         if png:
             print(f"wrote {png}")
@@ -160,10 +167,7 @@ def _cmd_federated(args: argparse.Namespace) -> int:
         res = omni.bench_omni(args.config, repeats=args.repeats, cpus=args.threads or cpu_count(),
                               modes=_csv(args.modes) if args.modes else None,
                               calibrate_to=args.out if args.calibrate else None)  # fmt: skip
-        for line in omni.report(res):
-            print(line)
-        if res["same_engine"]:
-            _print_same_engine(res["same_engine"]["summary"], args.repeats)
+        _print_omni(res)
         _save(args, res, omni.plot)
         return 0
     suite = load_suite(args.suite)
