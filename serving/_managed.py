@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import functools
 import json
 import os
 import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -48,23 +48,16 @@ def ray_node_ip() -> str | None:
     return None
 
 
-def die_with_parent(nice: int = 0) -> None:
-    """Linux: the server gets SIGTERM when the replica process dies, so a killed actor leaves no orphan engine.
+def with_parent(cmd: Sequence[str], nice: int = 0) -> list[str]:
+    """``cmd`` started so that it dies with this process (Linux: SIGTERM when the replica process dies, so a killed
+    actor leaves no orphan engine) at niceness ``nice``.
 
     Ray starts workers at niceness 15; an engine is the workload, so it asks for normal priority (``nice`` 0) where
     allowed; a background server (the verifier's judge) asks for a higher niceness, so it yields the CPUs to engines.
+    The work is done by ``serving/_with_parent.py`` before it ``exec``s the server (why not a ``preexec_fn``: there).
     """
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, nice)
-    except OSError:
-        pass
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+    shim = str(Path(__file__).with_name("_with_parent.py"))
+    return [sys.executable, "-I", "-S", shim, str(nice), str(os.getpid()), *cmd]
 
 
 KEEP_FAILED = 32
@@ -95,7 +88,7 @@ def owner_log_dir() -> Path:
     """This process's log directory, locked while it lives so a sweep removes it only once it is gone.
 
     A replica killed with its process (Serve restarts, ``ray stop``, a test's teardown) never stops its server
-    cleanly: the server dies with it (``die_with_parent``) and its log would stay forever. The lock (``flock``,
+    cleanly: the server dies with it (``with_parent``) and its log would stay forever. The lock (``flock``,
     released by the kernel however the process ends) is what tells a later sweep that the owner is gone.
     """
     global _owner
@@ -191,12 +184,7 @@ class ManagedServer:
         self.log_path = Path(log)
         env = {**os.environ, **self.env} if self.env else None
         self.proc = subprocess.Popen(
-            cmd,
-            stdout=fd,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            preexec_fn=functools.partial(die_with_parent, self.nice),
+            with_parent(cmd, self.nice), stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
         )
         os.close(fd)
 

@@ -97,9 +97,30 @@ def test_logs_of_a_killed_owner_are_swept_once_it_is_gone(tmp_root: Path) -> Non
     finally:
         child.kill()  # the replica process dies without stopping its server
         child.wait()
-    _wait_exit(server_pid)  # the server goes with its owner (die_with_parent)
+    _wait_exit(server_pid)  # the server goes with its owner (with_parent)
     assert sweep_logs() == [log.parent] and not log.parent.exists()
     assert list(log_dir().glob("owner-*")) == []
+
+
+def test_a_launch_runs_none_of_the_owners_at_fork_handlers_and_sets_the_niceness(tmp_path: Path) -> None:
+    """In a Ray worker, gRPC's at-fork handlers aborted a server before it started (a fork with ``preexec_fn``);
+    the launch must spawn without them. A Python at-fork handler stands in for gRPC's and must never run."""
+    marker = tmp_path / "forked"
+    code = (
+        "import asyncio, os, sys, tempfile\n"
+        "tempfile.tempdir = sys.argv[1]\n"
+        "os.register_at_fork(after_in_child=lambda: open(sys.argv[2], 'w').write(str(os.getpid())))\n"
+        "from serving._managed import ManagedServer\n"
+        f"s = ManagedServer('child', {HTTP_SERVER!r}, health_path='/', bind_all=False, nice=7)\n"
+        "s.launch(api_key_flag=None)\n"
+        "asyncio.run(s.wait_ready(60))\n"
+        "print(os.getpriority(os.PRIO_PROCESS, s.pid), open(f'/proc/{s.pid}/cmdline').read().split(chr(0))[1:3])\n"
+        "s.stop()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(marker)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, check=True).stdout.split(maxsplit=1)  # fmt: skip
+    assert not marker.exists(), "a handler of the owner ran in the server's process"
+    assert out == ["7", "['-m', 'http.server']\n"]  # the server itself (exec'd), at the niceness asked for
 
 
 def test_llama_server_log_removed_on_shutdown_kept_when_it_dies(tmp_root: Path, smollm_gguf: Path) -> None:
