@@ -48,6 +48,11 @@ class UsageSample(BaseModel):
     were in the server's front end (tokenising, media preprocessing) before its scheduler counted them."""
     limit: int | None = None
     """The pool's adaptive concurrency limit for the replica then."""
+    cpu_s: float | None = None
+    """CPU seconds the engine's processes had used by then (``EngineStats.cpu_s``)."""
+    node_cpu_s: float | None = None
+    """Busy CPU seconds of the replica's node by then, all its CPUs together."""
+    node_cpus: int | None = None
 
 
 class ReplicaUsage(BaseModel):
@@ -90,6 +95,12 @@ class ReplicaUsage(BaseModel):
     """The engine's own load time (weights and server), as the replica measured it."""
     up_s: float | None = None
     """Deploy call to healthy: the engine's load plus Ray's placement and Serve's deploy around it."""
+    cpu_cores: float | None = None
+    """Mean CPU cores the engine's processes used over the phase (from when it was up): CPU seconds by the kernel's
+    count over wall seconds."""
+    node_busy_cores: float | None = None
+    """Mean busy cores of its node over the same window: minus ``cpu_cores``, what the node's other work took."""
+    node_cpus: int | None = None
     first_busy_s: float | None
     """Seconds from the phase's start to the first sample with work in flight."""
     last_busy_s: float | None
@@ -148,6 +159,7 @@ class UsageSampler:
                     media_items=s.media_items, cached_prompt_tokens=s.cached_prompt_tokens, kv_usage=s.kv_usage,
                     pool_in_flight=pool_side.get(info.replica_id),
                     limit=None if info.replica_id not in limits else int(limits[info.replica_id]["limit"] or 0),
+                    cpu_s=s.cpu_s, node_cpu_s=s.node_cpu_s, node_cpus=s.node_cpus,
                 ))  # fmt: skip
         except Exception as e:  # noqa: BLE001 - sampling is diagnostics; the run goes on without it
             log.debug("usage sample failed: %r", e)
@@ -174,6 +186,15 @@ def summarize(samples: list[UsageSample], start: float, end: float,
         def delta(field: str, last: UsageSample = last, base: UsageSample | None = base) -> int:
             return int(getattr(last, field) - (getattr(base, field) if base else 0))
 
+        # CPU counts from the process's start (its load too): the window opens at the replica's first sample
+        cpu_from = base or (inside[0] if inside else None)
+
+        def cores(field: str, last: UsageSample = last, first: UsageSample | None = cpu_from) -> float | None:
+            a, b = (getattr(first, field), getattr(last, field)) if first is not None else (None, None)
+            if a is None or b is None or first is None or last.t - first.t <= 0:
+                return None
+            return float(b - a) / (last.t - first.t)
+
         out.append(ReplicaUsage(
             replica_id=rid, model=ss[0].model, engine=ss[0].engine, samples=len(inside),
             busy_fraction=len(busy) / len(inside) if inside else None,
@@ -185,6 +206,7 @@ def summarize(samples: list[UsageSample], start: float, end: float,
             mean_pool_in_flight=sum(pool_side) / len(pool_side) if pool_side else None,
             peak_limit=max(limits) if limits else None,
             last_busy_s=busy[-1].t - start if busy else None,
+            cpu_cores=cores("cpu_s"), node_busy_cores=cores("node_cpu_s"), node_cpus=last.node_cpus,
             up_at_s=max(0.0, ss[0].t - start) if ss else None,
             load_s=(startup or {}).get(rid, (None, None))[0], up_s=(startup or {}).get(rid, (None, None))[1],
         ))  # fmt: skip

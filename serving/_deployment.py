@@ -7,10 +7,12 @@ replica per request with its own policies, health filter and circuit breaker, an
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 from ray import serve
 
+from serving._cpu import node_cpu_s, process_tree_cpu_s
 from serving._types import (
     EngineSpec,
     EngineStats,
@@ -71,6 +73,11 @@ class EngineReplica:
         s.healthy = await self.engine.check_health()
         s.endpoint = self.engine.endpoint()
         s.log = self.engine.log_location()  # after the health check: a dead server's log has been kept by then
+        pid = getattr(self.engine, "pid", None)
+        if pid is None and s.endpoint is None:  # an in-process engine: this replica's process is the engine
+            pid = os.getpid()
+        s.cpu_s = process_tree_cpu_s(pid) if pid is not None else None
+        s.node_cpu_s, s.node_cpus = node_cpu_s(), os.cpu_count()
         if not s.healthy:
             s.health_detail = self.engine.log_tail(5) or None
         return s

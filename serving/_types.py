@@ -211,6 +211,14 @@ class EngineStats(BaseModel):
     multimodal cache's misses)."""
     busy_s: float = 0.0
     """Seconds with at least one request in flight (utilisation numerator)."""
+    cpu_s: float | None = None
+    """CPU seconds the engine's processes have used (its server and everything under it; an in-process engine: the
+    replica's process), by the kernel's count; None for an external server or off Linux."""
+    node_cpu_s: float | None = None
+    """Busy CPU seconds of the replica's node since boot, all CPUs together: with ``cpu_s``, what else took the
+    node's cores meanwhile."""
+    node_cpus: int | None = None
+    """CPUs of the replica's node."""
     started_at: float = Field(default_factory=time.time)
     """Engine start time (epoch seconds)."""
     load_s: float | None = None

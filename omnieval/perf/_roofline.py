@@ -100,6 +100,33 @@ def calibration_check(profiles: dict[str, dict[str, Any]], cpu: dict[str, Any] |
     return out
 
 
+def cpu_share(u: dict[str, Any], efficiency: float | None, cores: float | None) -> dict[str, Any]:
+    """The CPU the replica's engine got over the phase (kernel's count) against the cores its calibration ran on.
+
+    The bound assumes those cores; an engine that got fewer (the node's other work took them) cannot reach it, so
+    ``efficiency_per_core`` = efficiency × calibrated cores / cores used is what the engine made of the CPU it had:
+    near 1 the shortfall is the node's contention, well below 1 the engine's own (work the bound does not charge)."""
+    used, node_busy, cpus = u.get("cpu_cores"), u.get("node_busy_cores"), u.get("node_cpus")
+    out: dict[str, Any] = {"cpu_cores": used, "node_busy_cores": node_busy, "node_cpus": cpus,
+                           "calibrated_cores": cores, "efficiency_per_core": None, "cpu_note": None}  # fmt: skip
+    if used is None or not cores:
+        return out
+    per_core = efficiency * float(cores) / used if efficiency is not None and used > 0 else None
+    out["efficiency_per_core"] = per_core
+    if efficiency is None or efficiency >= BUSY_TARGET or per_core is None:
+        return out
+    others = ""
+    if node_busy is not None and cpus:
+        others = (f"; the node was busy {node_busy:.2f} of its {cpus} cores, {max(0.0, node_busy - used):.2f} of them "
+                  "other work (clients, framework actors, other engines, Ray)")  # fmt: skip
+    verdict = ("the shortfall is the CPU it did not get" if per_core >= BUSY_TARGET else
+               "it had the CPU yet fell short: its time went to work the bound does not charge (front-end "
+               "preprocessing, scheduling gaps)")  # fmt: skip
+    out["cpu_note"] = (f"its processes used {used:.2f} cores on average, against the {float(cores):g} its calibration "
+                       f"ran on{others}: on the CPU it got, efficiency {per_core:.2f}, so {verdict}")  # fmt: skip
+    return out
+
+
 def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int | None = None,
              cpu: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """Per replica: busy share, bound, efficiency and the reason it was idle; the critical path; start-up + tail;
@@ -138,11 +165,13 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int
                 reasons.append(f"the pool sent {pool_mean:.1f} at a time on average while its limit allowed {lim} "
                                f"and the engine has {u['slots']} slots: the benchmarks' requests were not there "
                                "to send (supply)")  # fmt: skip
+        eff = b / window if b is not None else None
         reps.append({
+            **cpu_share(u, eff, (prof or {}).get("cores")),
             "replica_id": u["replica_id"], "engine": u["engine"], "model": u["model"], "busy_fraction": busy,
             "prompt_tokens": u["prompt_tokens"], "output_tokens": u["output_tokens"], "bound_s": b,
             "cached_prompt_tokens": int(u.get("cached_prompt_tokens") or 0), "media_items": int(u.get("media_items") or 0),
-            "efficiency": b / window if b is not None else None, "up_at_s": up_at, "window_s": window,
+            "efficiency": eff, "up_at_s": up_at, "window_s": window,
             "load_s": u.get("load_s"), "up_s": u.get("up_s"), "solo_load_s": (prof or {}).get("startup_s"),
             "no_bound": None if prof else f"no calibration for engine {u['engine']!r} "
                                           f"(omnieval bench calibrate --engine {u['engine']})",
@@ -179,9 +208,13 @@ def report_lines(diag: dict[str, Any]) -> list[str]:
                   f"{r.get('up_at_s') or 0:.1f} s of the phase")  # fmt: skip
         cached = f" ({r['cached_prompt_tokens']} from its prefix cache)" if r.get("cached_prompt_tokens") else ""
         media = f", {r['media_items']} media items encoded" if r.get("media_items") else ""
+        if r.get("cpu_cores") is not None:
+            media += f", {r['cpu_cores']:.2f} cores used"
         lines.append(f"  {r['replica_id']} ({r['engine']}): busy {busy}, prefill {r['prompt_tokens']} tok{cached}, "
                      f"decode {r['output_tokens']} tok{media}, {eff}{up}{crit}")  # fmt: skip
         lines += [f"    not saturated: {why}" for why in r["idle_reasons"]]
+        if r.get("cpu_note"):
+            lines.append(f"    below its roofline: {r['cpu_note']}")
     node = diag.get("node") or {}
     if node.get("bound_s") is not None:
         without = f"; without {', '.join(node['without'])} (no calibration)" if node["without"] else ""

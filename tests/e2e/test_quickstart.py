@@ -87,6 +87,9 @@ def test_replica_usage_is_the_engines_own_count(quickstart_run: Path) -> None:
         assert 0 < u.prompt_tokens <= sum(r.output.usage.prompt_tokens for r in records)  # type: ignore[union-attr]
         assert u.busy_fraction is not None and u.busy_fraction >= 0.5
         assert u.last_busy_s is not None and u.last_busy_s <= m.timings["inference_s"] + 1e-6
+        # llama-server's own CPU (the kernel's count for its process), within what the node was busy with
+        assert u.cpu_cores is not None and u.node_busy_cores is not None and u.node_cpus
+        assert 0.2 < u.cpu_cores <= u.node_busy_cores + 0.05 <= u.node_cpus + 0.05
     assert len(read_timeline(quickstart_run)) >= u.samples
 
 

@@ -31,3 +31,20 @@ def test_summary_counts_only_the_phase_and_finds_the_last_busy_replica(tmp_path)
     write_timeline(tmp_path, samples[:3])
     write_timeline(tmp_path, samples[3:])  # a resumed run appends
     assert read_timeline(tmp_path) == samples
+
+
+def test_cpu_cores_over_the_window_from_the_replicas_first_sample() -> None:
+    """CPU seconds count from the process's start (its load too): a replica up inside the phase is measured from
+    its first sample, one up before from the baseline."""
+
+    def s(t: float, rid: str, cpu: float, node: float) -> UsageSample:
+        return _s(t, rid, 1, 0, 0, 0).model_copy(update={"cpu_s": cpu, "node_cpu_s": node, "node_cpus": 2})
+
+    samples = [s(99.0, "a", 50.0, 500.0), s(101.0, "a", 53.0, 503.6), s(104.0, "a", 57.5, 508.0),
+               s(102.0, "b", 30.0, 504.0), s(104.0, "b", 30.5, 508.0)]  # fmt: skip
+    a, b = summarize(samples, 100.0, 104.0)
+    assert a.cpu_cores == pytest.approx(7.5 / 5) and a.node_busy_cores == pytest.approx(8.0 / 5)
+    assert b.cpu_cores == pytest.approx(0.25) and b.node_busy_cores == pytest.approx(2.0)  # not its 30 s of load
+    assert a.node_cpus == 2
+    (c,) = summarize([_s(100.5, "c", 1, 0, 0, 0), _s(101.5, "c", 1, 0, 0, 0)], 100.0, 104.0)
+    assert c.cpu_cores is None and c.node_busy_cores is None  # an external server: no CPU of its own to count

@@ -52,6 +52,24 @@ def test_a_replica_up_inside_the_phase_is_judged_from_then() -> None:
     assert "the slowest engine's own load: 33.5 s" in text
 
 
+@pytest.mark.parametrize(("used", "per_core", "verdict"), [
+    (1.2, 0.64 * 2 / 1.2, "the shortfall is the CPU it did not get"),
+    (1.9, 0.64 * 2 / 1.9, "it had the CPU yet fell short"),
+])  # fmt: skip
+def test_below_the_roofline_the_cpu_it_got_says_whose_shortfall(used: float, per_core: float, verdict: str) -> None:
+    """The bound assumes the calibration's cores; an engine that got fewer could not reach it."""
+    u = {**_u("vlm-r1", "vllm", 0.97, 0.5, 99.0, 60_000, 1_600), "cpu_cores": used, "node_busy_cores": 1.95,
+         "node_cpus": 2}  # fmt: skip
+    d = diagnose({"inference_s": 100.0, "e2e_s": 110.0, "replica_usage": [u]}, {"vllm": {**PROFILE, "cores": 2}})
+    (r,) = d["replicas"]
+    assert r["efficiency"] == pytest.approx(0.64) and r["efficiency_per_core"] == pytest.approx(per_core)
+    assert verdict in r["cpu_note"] and f"{1.95 - used:.2f} of them other work" in r["cpu_note"]
+    text = "\n".join(report_lines(d))
+    assert f"{used:.2f} cores used" in text and "below its roofline: its processes used" in text
+    fine = diagnose({"inference_s": 64.0, "e2e_s": 70.0, "replica_usage": [u]}, {"vllm": {**PROFILE, "cores": 2}})
+    assert fine["replicas"][0]["cpu_note"] is None  # at its roofline: nothing to explain
+
+
 def test_pool_side_counts_tell_front_end_work_from_missing_supply() -> None:
     """What the pool had outstanding vs what the engine's scheduler counted: a gap is work in the server's front
     end; a pool far below its limit and the slots had no more requests to send."""
