@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,54 @@ def plan_jobs(jobs: list[ConventionalJob], suite_path: Path, *, cpus: int, concu
             "framework": b.framework, "cores": cores, "pin": concurrent,
         })  # fmt: skip
     return out
+
+
+NEEDS: dict[str, tuple[str, ...]] = {"lmeval": ("lm_eval", "omnieval"), "lmms": ("lmms_eval", "lm_eval", "omnieval"),
+                                     "builtin": ("torch", "transformers", "omnieval")}  # fmt: skip
+"""What each runner imports in its job's interpreter (lmms-eval's tasks import lm-eval's)."""
+
+_FIND = "import importlib.util, sys\nprint(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
+
+
+def check_interpreters(jobs: list[ConventionalJob], where: str) -> None:
+    """Before any mode runs: every job's interpreter finds what its runner imports (found, not imported: fast).
+
+    A framework venv reaches the main venv's packages through a path file that follows the checkout that last built
+    it (``scripts/make_framework_venv.sh``); from another checkout the job would die minutes into the bench on an
+    import. Raises ``OmnievalUserError`` naming each job, its interpreter, what is missing and the fix."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from omnieval.core import OmnievalUserError
+
+    by_py: dict[str, set[str]] = {}
+    for j in jobs:
+        by_py.setdefault(os.path.expanduser(j.python) if j.python else sys.executable, set()).update(NEEDS[j.runner])
+
+    def missing(item: tuple[str, set[str]]) -> tuple[str, set[str] | str]:
+        py, mods = item
+        try:
+            proc = subprocess.run([py, "-c", _FIND, *sorted(mods)], capture_output=True, text=True, timeout=120)
+        except OSError as e:
+            return py, f"cannot run: {e}"
+        if proc.returncode != 0:
+            return py, f"exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:] or ''}"
+        return py, set(proc.stdout.split())
+
+    with ThreadPoolExecutor(max_workers=max(1, len(by_py))) as pool:
+        found = dict(pool.map(missing, by_py.items()))
+    errors = []
+    for i, j in enumerate(jobs):
+        py = os.path.expanduser(j.python) if j.python else sys.executable
+        gone = found[py]
+        lacks = gone if isinstance(gone, str) else ", ".join(sorted(gone & set(NEEDS[j.runner])))
+        if lacks:
+            venv = re.search(r"venv-([a-z]+)-", py)
+            fix = (f"scripts/make_framework_venv.sh {venv.group(1)} (builds the venv, or relinks it to this checkout)"
+                   if venv else "make setup" if not j.python else f"pip install {lacks} with that interpreter")  # fmt: skip
+            errors.append(f"{where}: conventional[{i}] ({j.benchmark}, {j.runner}) runs in {py}, which lacks "
+                          f"{lacks}; fix: {fix}")  # fmt: skip
+    if errors:
+        raise OmnievalUserError("\n".join(errors))
 
 
 def run_jobs(jobs: list[dict[str, Any]], *, concurrent: bool, log: Any = print) -> dict[str, Any]:

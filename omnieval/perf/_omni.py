@@ -29,7 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from omnieval.perf._common import median
-from omnieval.perf._conventional import ConventionalJob, plan_jobs, run_jobs
+from omnieval.perf._conventional import ConventionalJob, check_interpreters, plan_jobs, run_jobs
 
 Mode = Literal["conventional_sequential", "conventional_concurrent", "federated", "federated_same_engine"]
 MODES: tuple[Mode, ...] = ("conventional_sequential", "conventional_concurrent", "federated", "federated_same_engine")
@@ -126,6 +126,8 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
         raise ValueError(f"--modes: unknown {bad}; choose from {list(MODES)}")
     modes = [m for m in MODES if (m != "federated_same_engine" or same_fed is not None)
              and (modes is None or m in modes)]  # fmt: skip
+    if any(m.startswith("conventional") for m in modes):
+        check_interpreters(list(cfg.conventional), str(config))
     seq_jobs = plan_jobs(list(cfg.conventional), suite_path, cpus=cpus, concurrent=False)
     conc_jobs = plan_jobs(list(cfg.conventional), suite_path, cpus=cpus, concurrent=True)
     missing = sorted({b.key for b in suite.benchmarks} - {j["key"] for j in seq_jobs})

@@ -167,7 +167,8 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int
                                "to send (supply)")  # fmt: skip
         eff = b / window if b is not None else None
         reps.append({
-            **cpu_share(u, eff, (prof or {}).get("cores")),
+            # an idle replica's reasons explain its shortfall; the CPU it got explains a saturated one's
+            **cpu_share(u, eff if not reasons else None, (prof or {}).get("cores")),
             "replica_id": u["replica_id"], "engine": u["engine"], "model": u["model"], "busy_fraction": busy,
             "prompt_tokens": u["prompt_tokens"], "output_tokens": u["output_tokens"], "bound_s": b,
             "cached_prompt_tokens": int(u.get("cached_prompt_tokens") or 0), "media_items": int(u.get("media_items") or 0),

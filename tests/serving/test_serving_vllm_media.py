@@ -265,3 +265,67 @@ def test_lmms_eval_images_through_the_pool_to_vllm(plumbing_models: dict[str, Pa
     assert {(s.benchmark, s.framework, s.modality) for s in res.manifest.scores} == {
         ("lmms:tiny_shapes", "lmms", "image")
     }
+
+
+LMMS_ALONE = """
+import json, sys
+from lmms_eval.evaluator import simple_evaluate
+from lmms_eval.tasks import TaskManager
+
+url, include, limit, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+res = simple_evaluate(model="openai", model_args=f"model_version=plumbing-vlm,base_url={url},api_key=EMPTY",
+                      tasks=["tiny_shapes"], task_manager=TaskManager(include_path=include), limit=limit,
+                      log_samples=True)
+with open(out, "w") as f:
+    json.dump({"results": res["results"]["tiny_shapes"],
+               "resps": {int(s["doc_id"]): s["resps"][0][0] for s in res["samples"]["tiny_shapes"]}}, f, default=str)
+"""
+
+
+def test_lmms_eval_through_omnieval_scores_what_its_own_openai_client_scores(
+    plumbing_models: dict[str, Path], tmp_path: Path, timing: Any
+) -> None:
+    """One vLLM server of the plumbing VLM; lmms-eval alone (its own ``openai`` chat client, in its venv) and an
+    ``omnieval run`` whose model is that server as an external endpoint: every answer and the score must be equal.
+    One sequence at a time and no prefix cache, so a prompt has one greedy answer whichever client sends it."""
+    import json
+    import subprocess
+    import time
+
+    from testlib.runs import artifact_from, run_cli
+    from testlib.vllm import vllm_server
+
+    from omnieval import read_manifest, read_records
+    from omnieval.adapters._lmms import TASK_DIR
+
+    if not os.environ.get("OMNIEVAL_LMMS_PYTHON") or not (LMMS_PY.parents[1] / ".complete").exists():
+        unavailable("lmms", "needs OMNIEVAL_LMMS_PYTHON naming a built lmms venv (scripts/ci_frameworks.sh runs this)")
+    offline = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    with vllm_server(plumbing_models["image"], tmp_path, served_name="plumbing-vlm", max_model_len=4096,
+                     extra=("--max-num-seqs", "1", "--no-enable-prefix-caching",
+                            "--limit-mm-per-prompt", '{"image": 2}')) as url:  # fmt: skip
+        t0 = time.monotonic()
+        subprocess.run([str(LMMS_PY), "-c", LMMS_ALONE, url, str(TASK_DIR), "8", str(tmp_path / "alone.json")],
+                       env={**os.environ, **offline}, check=True, timeout=900)  # fmt: skip
+        alone_s = time.monotonic() - t0
+        suite = {
+            "name": "lmms-parity",
+            "models": [{"name": "plumbing-vlm", "engine": "openai", "source": {"kind": "endpoint", "base_url": url}}],
+            "benchmarks": [{"name": "tiny_shapes", "framework": "lmms", "limit": 8}],
+            "frameworks": {"lmms": {"python": str(LMMS_PY), "env_vars": offline}},
+            "cache": {"enabled": False},
+        }  # fmt: skip
+        (tmp_path / "suite.yaml").write_text(json.dumps(suite))  # JSON is YAML
+        t0 = time.monotonic()
+        proc = run_cli("run", str(tmp_path / "suite.yaml"), "--output-dir", str(tmp_path / "runs"), "--no-progress",
+                       env=offline)  # fmt: skip
+        ours_s = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    alone = json.loads((tmp_path / "alone.json").read_text())
+    run = artifact_from(proc.stdout)
+    ours = {r.index: r.output.text.prediction[0] for r in read_records(run) if r.output and r.output.text}
+    assert len(ours) == 8 and ours == {int(k): v for k, v in alone["resps"].items()}  # same requests: same answers
+    (score,) = [s for s in read_manifest(run).scores if s.benchmark == "lmms:tiny_shapes"]
+    assert score.metric == "exact_match/none" and score.value == pytest.approx(100 * alone["results"]["exact_match,none"])
+    timing("lmms-eval tiny_shapes x8 on one vLLM: lmms-eval alone (its openai client) vs omnieval run, wall s",
+           f"{alone_s:.1f} vs {ours_s:.1f}")  # fmt: skip

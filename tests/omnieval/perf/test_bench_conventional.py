@@ -188,3 +188,24 @@ def test_report_reprints_a_saved_result_as_the_readme_quotes_it(tmp_path: Path, 
     ratio = overall.split("-> ")[1].split(" vs sequential")[0]  # e.g. "1.85x (1.78-1.86)"
     assert ratio.replace("x", "×", 1).replace("-", "–") in readme.replace("**", "")
     assert "same engine, where the time goes" in out and "ceiling: the federated run cannot end before" in out
+
+
+def test_a_job_interpreter_without_its_framework_is_named_before_any_mode_runs(tmp_path: Path) -> None:
+    """A framework venv linked to another checkout lacks lm-eval; the bench must say so at once, not minutes in."""
+    import subprocess
+    import sys
+
+    from omnieval.core import OmnievalUserError
+    from omnieval.perf._conventional import check_interpreters
+
+    venv = tmp_path / "venv-lmms-9.9"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)  # nothing installed
+    jobs = [ConventionalJob(benchmark="gsm8k", runner="lmeval", model_class="hf", pretrained="/m",
+                            python=str(venv / "bin" / "python")),
+            ConventionalJob(benchmark="mmlu", runner="lmeval", model_class="hf", pretrained="/m")]  # fmt: skip
+    with pytest.raises(OmnievalUserError) as e:
+        check_interpreters(jobs, "bench.yaml")
+    (line,) = str(e.value).splitlines()  # this interpreter (the default) has lm-eval
+    assert line == (f"bench.yaml: conventional[0] (gsm8k, lmeval) runs in {venv}/bin/python, which lacks lm_eval; "
+                    "fix: scripts/make_framework_venv.sh lmms (builds the venv, or relinks it to this "
+                    "checkout)")  # fmt: skip

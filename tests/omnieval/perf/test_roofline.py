@@ -68,6 +68,10 @@ def test_below_the_roofline_the_cpu_it_got_says_whose_shortfall(used: float, per
     assert f"{used:.2f} cores used" in text and "below its roofline: its processes used" in text
     fine = diagnose({"inference_s": 64.0, "e2e_s": 70.0, "replica_usage": [u]}, {"vllm": {**PROFILE, "cores": 2}})
     assert fine["replicas"][0]["cpu_note"] is None  # at its roofline: nothing to explain
+    idle = {**u, "busy_fraction": 0.3, "last_busy_s": 30.0}
+    d = diagnose({"inference_s": 100.0, "e2e_s": 110.0, "replica_usage": [idle, {**u, "replica_id": "other"}]},
+                 {"vllm": {**PROFILE, "cores": 2}})  # fmt: skip
+    assert d["replicas"][0]["idle_reasons"] and d["replicas"][0]["cpu_note"] is None  # idle: its reasons say why
 
 
 def test_pool_side_counts_tell_front_end_work_from_missing_supply() -> None:
