@@ -49,7 +49,7 @@ if [ -n "${PY[lmms]:-}" ]; then
 fi
 VLLM_VENV="${OMNIEVAL_CACHE:-$HOME/.cache/omnieval}/venv-vllm-${OMNIEVAL_VLLM_VERSION:-0.32.0}"
 if [ -n "${PY[lmms]:-}" ] && [ -f "$VLLM_VENV/.complete" ]; then
-  echo "== lmms-eval (its venv) through the pool to vLLM (the vLLM venv) with images; lm-eval's and lmms-eval's own model classes (bench federated's conventional baseline)" >&2
-  OMNIEVAL_LMMS_PYTHON="${PY[lmms]}" bash scripts/ci_vllm.sh -k "lmms_eval_images or framework_runners" "${EXTRA[@]}" || rc=$?
+  echo "== lmms-eval (its venv) through the pool to vLLM (the vLLM venv) with images; lm-eval's and lmms-eval's own model classes (bench federated's conventional baseline); lmms-eval alone (its openai client) vs through omnieval on one vLLM" >&2
+  OMNIEVAL_LMMS_PYTHON="${PY[lmms]}" bash scripts/ci_vllm.sh -k "lmms_eval_images or lmms_eval_through_omnieval or framework_runners" "${EXTRA[@]}" || rc=$?
 fi
 exit $rc
