@@ -91,6 +91,11 @@ NEEDS: dict[str, tuple[str, ...]] = {"lmeval": ("lm_eval", "omnieval"), "lmms": 
                                      "builtin": ("torch", "transformers", "omnieval")}  # fmt: skip
 """What each runner imports in its job's interpreter (lmms-eval's tasks import lm-eval's)."""
 
+def interpreter(python: str | None) -> str:
+    """The interpreter a job runs in: its ``python`` (``~`` expanded), else this one."""
+    return os.path.expanduser(python) if python else sys.executable
+
+
 _FIND = "import importlib.util, sys\nprint(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
 
 
@@ -106,7 +111,7 @@ def check_interpreters(jobs: list[ConventionalJob], where: str) -> None:
 
     by_py: dict[str, set[str]] = {}
     for j in jobs:
-        by_py.setdefault(os.path.expanduser(j.python) if j.python else sys.executable, set()).update(NEEDS[j.runner])
+        by_py.setdefault(interpreter(j.python), set()).update(NEEDS[j.runner])
 
     def missing(item: tuple[str, set[str]]) -> tuple[str, set[str] | str]:
         py, mods = item
@@ -122,7 +127,7 @@ def check_interpreters(jobs: list[ConventionalJob], where: str) -> None:
         found = dict(pool.map(missing, by_py.items()))
     errors = []
     for i, j in enumerate(jobs):
-        py = os.path.expanduser(j.python) if j.python else sys.executable
+        py = interpreter(j.python)
         gone = found[py]
         lacks = gone if isinstance(gone, str) else ", ".join(sorted(gone & set(NEEDS[j.runner])))
         if lacks:
@@ -145,7 +150,7 @@ def run_jobs(jobs: list[dict[str, Any]], *, concurrent: bool, log: Any = print) 
         def spawn(i: int, job: dict[str, Any]) -> tuple[subprocess.Popen[bytes], Path, float]:
             jp, rp = tmp / f"job{i}.json", tmp / f"result{i}.json"
             jp.write_text(json.dumps(job))
-            py = os.path.expanduser(job["python"]) if job.get("python") else sys.executable
+            py = interpreter(job.get("python"))
             env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                    "OMP_NUM_THREADS": str(len(job["cores"]))}  # fmt: skip
             with open(tmp / f"log{i}.txt", "wb") as err:  # the child keeps its own copy of the handle

@@ -12,7 +12,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
 import os
+import subprocess
+import time
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -288,10 +291,6 @@ def test_lmms_eval_through_omnieval_scores_what_its_own_openai_client_scores(
     """One vLLM server of the plumbing VLM; lmms-eval alone (its own ``openai`` chat client, in its venv) and an
     ``omnieval run`` whose model is that server as an external endpoint: every answer and the score must be equal.
     One sequence at a time and no prefix cache, so a prompt has one greedy answer whichever client sends it."""
-    import json
-    import subprocess
-    import time
-
     from testlib.runs import artifact_from, run_cli
     from testlib.vllm import vllm_server
 
