@@ -120,7 +120,7 @@ def run_suite(
     """plan (validate, run directory) → execute (pool up, streaming dispatch into the checkpoint) → finalize
     (streaming scoring into ``records.parquet``, manifest). The driver holds the in-flight chunks, not the suite."""
     from cluster import connect
-    from pool import get_controller
+    from pool import get_controller, start_serve_early
 
     t_start = time.monotonic()
     plan = plan_run(suite, config_path=config_path, output_dir=output_dir, resume_dir=resume_dir)
@@ -134,6 +134,8 @@ def run_suite(
     from omnieval._lifecycle import reinstall
 
     reinstall()  # ray.init replaced the CLI's SIGTERM handler with its own, which aborts the driver
+    if suite.models:
+        start_serve_early()  # Serve's controller boots while the pool controller and the clients start
     manifest.ray_version = ray.__version__
     manifest.hostnames = cluster_hostnames() or [socket.gethostname()]
     controller = get_controller(suite.pool.health_check_period_s)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pool._cache import CacheLookup, ResponseCache, cache_key, default_cache_path, lookup_response, lookup_scores
 from pool._client import EvalClient
-from pool._controller import CONTROLLER_NAME, NAMESPACE, PoolController, fingerprint, get_controller
+from pool._controller import CONTROLLER_NAME, NAMESPACE, PoolController, fingerprint, get_controller, start_serve_early
 from pool._dispatch import Dispatcher, NoReplicaAvailable
 from pool._starts import ModelStarts
 from pool._types import ChunkResult, ReplicaEvent, ReplicaInfo, ReplicaState, decode_records, encode_records
@@ -29,6 +29,7 @@ __all__ = [
     "encode_records",
     "fingerprint",
     "get_controller",
+    "start_serve_early",
     "lookup_response",
     "lookup_scores",
 ]

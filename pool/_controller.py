@@ -99,19 +99,42 @@ class PoolController:
         self._stop = threading.Event()
         self._counter = 0
         self._serve_started = False
+        self._serve_lock = threading.Lock()
+        self._ended_starts: dict[str, None] = {}  # start ids of ensure_model calls that have returned (insertion order)
         threading.Thread(target=self._health_loop, daemon=True, name="pool-health").start()
         threading.Thread(target=self._autoscale_loop, daemon=True, name="pool-autoscale").start()
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
     def ensure_model(
-        self, model_cfg: ModelConfig, run_id: str, runtime_env: dict[str, Any] | None = None
+        self,
+        model_cfg: ModelConfig,
+        run_id: str,
+        runtime_env: dict[str, Any] | None = None,
+        parallel: bool = True,
+        start_id: str | None = None,
     ) -> list[ReplicaInfo]:
         """Make sure ``model_cfg.replicas`` healthy replicas of this exact spec exist; register the run.
 
         ``runtime_env`` (the run's env vars, working_dir, py_modules) goes to the replicas this call starts, and to
         later scale-outs of the model: Serve deployments do not inherit the driver's job env. A spec no node fits, or
         more replicas than the cluster could ever hold, raises ``PlacementError`` before any replica is deployed.
+        The missing replicas start at once (``parallel``; one after another for a node too small to load two
+        engines together); the first failure is raised after the others settle (those that came up stay).
+        ``wait_healthy(start_id=...)`` says when the first one is up, or that this call ended without one.
         """
+        try:
+            return self._ensure_model(model_cfg, run_id, runtime_env, parallel)
+        finally:
+            if start_id is not None:
+                with self._capacity:
+                    self._ended_starts[start_id] = None
+                    while len(self._ended_starts) > MAX_EVENTS:
+                        del self._ended_starts[next(iter(self._ended_starts))]
+                    self._capacity.notify_all()
+
+    def _ensure_model(
+        self, model_cfg: ModelConfig, run_id: str, runtime_env: dict[str, Any] | None, parallel: bool
+    ) -> list[ReplicaInfo]:
         from cluster import check_replicas, demand_of
 
         if not isinstance(model_cfg, ModelConfig):  # the typed config crosses the actor boundary, not a dict
@@ -138,9 +161,48 @@ class PoolController:
                     r for r in self._replicas.values() if r.model == name and r.fingerprint == fp and r.state != "dead"
                 ]
                 missing = max(0, model_cfg.replicas - len(have))
-            for _ in range(missing):
-                self._add_replica(name, None, self._placement_wait_s)
+            self._start_replicas(name, missing, parallel)
         return self.replicas(name)
+
+    def _start_replicas(self, model: str, n: int, parallel: bool) -> None:
+        """``n`` replicas of ``model``, each deploy on its own thread when ``parallel`` (a deploy is mostly waiting
+        for the engine to load: N replicas one after another took N loads before the last served)."""
+        if n <= 1 or not parallel:
+            for _ in range(n):
+                self._add_replica(model, None, self._placement_wait_s)
+            return
+        errors: list[BaseException] = []
+
+        def one() -> None:
+            try:
+                self._add_replica(model, None, self._placement_wait_s)
+            except BaseException as e:  # noqa: BLE001 - raised below, after the other deploys settle
+                errors.append(e)
+
+        threads = [threading.Thread(target=one, daemon=True, name=f"pool-start-{model}-{i}") for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def wait_healthy(self, model: str, start_id: str, n: int = 1, timeout_s: float = 900.0) -> int:
+        """Block until ``n`` replicas of ``model`` are healthy, or the ``ensure_model`` call of ``start_id`` has
+        ended (either may come first: the two calls race); returns how many are healthy. A run dispatches from
+        the first healthy replica while the others load."""
+        deadline = time.monotonic() + timeout_s
+
+        def healthy() -> int:
+            return sum(1 for r in self._replicas.values() if r.model == model and r.state == "healthy")
+
+        with self._capacity:
+            while (h := healthy()) < n and start_id not in self._ended_starts:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._capacity.wait(timeout=remaining)  # notified when a replica comes up, fails or is removed
+            return h
 
     def add_replica(self, model: str, node_id: str | None = None) -> ReplicaInfo:
         """Start one more replica of a registered model (on ``node_id``, or wherever it fits now)."""
@@ -181,14 +243,13 @@ class PoolController:
         return out
 
     def _ensure_serve(self) -> None:
-        from ray import serve
-
-        if not self._serve_started:
-            try:  # the pool calls replicas through handles only: no HTTP proxies on every node
-                serve.start(proxy_location="Disabled")
-            except Exception as e:  # noqa: BLE001 - an already running Serve with other options is fine
-                log.debug("serve.start: %r", e)
-            self._serve_started = True
+        with self._serve_lock:  # replicas of one model deploy from parallel threads
+            if not self._serve_started:
+                try:
+                    start_serve()
+                except Exception as e:  # noqa: BLE001 - an already running Serve with other options is fine
+                    log.debug("serve.start: %r", e)
+                self._serve_started = True
 
     def _add_replica(self, model: str, node_id: str | None, wait_s: float) -> ReplicaInfo:
         from ray import serve
@@ -626,6 +687,29 @@ def engine_kwargs_with_tp(cfg: ModelConfig) -> dict[str, Any]:
                                  f"tensor_parallel_size {tp}; set one of them")  # fmt: skip
         kw[key] = tp
     return kw
+
+
+def start_serve() -> None:
+    """Ray Serve's controller, started or joined. The pool calls replicas through handles only: no HTTP proxies."""
+    from ray import serve
+
+    serve.start(proxy_location="Disabled")
+
+
+def start_serve_early() -> threading.Thread:
+    """Start Serve's controller from the driver while the pool controller's own worker starts: each is a fresh
+    worker process (about a second each here), and the first deploy waits for both. A failure is only logged: the
+    pool controller starts Serve itself on its first deploy and raises there."""
+
+    def run() -> None:
+        try:
+            start_serve()
+        except Exception as e:  # noqa: BLE001 - the controller's own start reports it
+            log.debug("early serve.start: %r", e)
+
+    t = threading.Thread(target=run, daemon=True, name="serve-start")
+    t.start()
+    return t
 
 
 def get_controller(health_check_period_s: float = 5.0, create: bool = True, **options: Any) -> Any:

@@ -7,22 +7,34 @@ Records the moment its own replicas are healthy, and the slow engine's load over
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+import uuid
 from typing import Any, Literal
+
+log = logging.getLogger("omnieval")
 
 
 class ModelStarts:
     """``controller.ensure_model`` for each model, all at once (``parallel``) or one after another
-    (``sequential``, for a node too small to load two engines at once), from one background thread."""
+    (``sequential``, for a node too small to load two engines at once), from one background thread. A model is
+    ready when its first replica is healthy (``controller.wait_healthy``): its Records flow to that one while its
+    other replicas still load."""
 
     def __init__(self, controller: Any, starts: list[tuple[Any, str, dict[str, Any]]],
                  mode: Literal["parallel", "sequential"] = "parallel") -> None:  # fmt: skip
         self.controller, self.starts, self.mode = controller, starts, mode
         self.t0 = time.monotonic()
         self.up_s: dict[str, float] = {}
-        """Model -> seconds from ``start()`` to its replicas healthy."""
+        """Model -> seconds from ``start()`` to its first replica healthy (its dispatch starts then)."""
+        self.all_up_s: dict[str, float] = {}
+        """Model -> seconds from ``start()`` to all its replicas settled (healthy, or failed to start)."""
         self.errors: dict[str, BaseException] = {}
+        """Model -> why none of its replicas came up: the run cannot evaluate it."""
+        self.late_errors: dict[str, BaseException] = {}
+        """Model -> why one of its replicas failed to start after another was already serving (logged; the run goes
+        on with the healthy ones, as with a failed scale-out)."""
         self._events = {m.name: threading.Event() for m, _, _ in starts}
         self._done = threading.Event()
         self._stop = threading.Event()
@@ -37,34 +49,61 @@ class ModelStarts:
         self._thread.start()
         return self
 
-    def _settle(self, name: str, ref: Any) -> None:
+    def _ready(self, name: str) -> None:
+        if not self._events[name].is_set():
+            self.up_s[name] = time.monotonic() - self.t0
+            self._events[name].set()
+
+    def _settled(self, name: str, ref: Any) -> None:
+        """``ensure_model`` of ``name`` returned or raised."""
         import ray
 
         try:
             ray.get(ref)
         except BaseException as e:  # noqa: BLE001 - handed to whoever waits for this model
-            self.errors[name] = e
-        self.up_s.setdefault(name, time.monotonic() - self.t0)
-        self._events[name].set()
+            if self._events[name].is_set():
+                self.late_errors[name] = e
+                log.warning("a replica of %s failed to start while another serves it; the run goes on with the "
+                            "healthy ones: %s", name, e)  # fmt: skip
+            else:
+                self.errors[name] = e
+        self.all_up_s[name] = time.monotonic() - self.t0
+        self._ready(name)
 
-    def _run(self) -> None:
+    def _launch(self, args: tuple[Any, str, dict[str, Any]]) -> dict[Any, tuple[str, str]]:
+        model = args[0]
+        start_id = uuid.uuid4().hex
+        ensure = self.controller.ensure_model.remote(*args, parallel=self.mode == "parallel", start_id=start_id)
+        first = self.controller.wait_healthy.remote(model.name, start_id, 1, model.deploy_timeout_s or 900.0)
+        return {ensure: (model.name, "ensure"), first: (model.name, "first")}
+
+    def _wait(self, pending: dict[Any, tuple[str, str]]) -> None:
+        """Until ``pending``'s ensure calls settle (or a stop): each model is ready at its first healthy replica."""
         import ray
 
+        while any(kind == "ensure" for _, kind in pending.values()) and not self._stop.is_set():
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+            for ref in ready:
+                name, kind = pending.pop(ref)
+                if kind == "ensure":
+                    self._settled(name, ref)
+                elif ray.get(ref) >= 1:  # 0: no replica came up; its ensure call says why
+                    self._ready(name)
+
+    def _run(self) -> None:
         try:
             if self.mode == "sequential":
                 for args in self.starts:
                     if self._stop.is_set():
                         break
-                    ref = self.controller.ensure_model.remote(*args)
-                    self._settle(args[0].name, ref)
+                    self._wait(self._launch(args))
                     if args[0].name in self.errors:
                         break  # the run fails on it: starting the next engine would only be released again
                 return
-            pending = {self.controller.ensure_model.remote(*a): a[0].name for a in self.starts}
-            while pending and not self._stop.is_set():
-                ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
-                for ref in ready:
-                    self._settle(pending.pop(ref), ref)
+            pending: dict[Any, tuple[str, str]] = {}
+            for args in self.starts:
+                pending.update(self._launch(args))
+            self._wait(pending)
         finally:
             for name, ev in self._events.items():  # a model never started (stopped, or after a failure) is settled
                 if not ev.is_set():

@@ -47,3 +47,33 @@ def test_first_model_answers_while_the_second_loads(local_ray: None, tmp_path: P
     assert usage["early"].up_at_s < usage["late"].up_at_s  # the phase began before either: dispatch waits per model
     for u in usage.values():  # each engine's own load, inside its deploy-to-healthy time
         assert u.load_s is not None and u.up_s is not None and 0 < u.load_s <= u.up_s
+
+
+@pytest.mark.parametrize("mode", ["parallel", "sequential"])
+def test_replicas_of_one_model_load_together(local_ray: None, tmp_path: Path, mode: str) -> None:
+    """``replicas: 2``: under ``start_models: parallel`` both deploys are under way before either replica is
+    healthy (one after another, two loads passed before the second served); ``sequential`` (a node too small for
+    two loads at once) starts the second only once the first is up. Deploy windows from each replica's own
+    deploy-to-healthy time and its first sample in the run's timeline."""
+    qs = yaml.safe_load((ROOT / "examples/quickstart.yaml").read_text())
+    period = 0.2
+    suite = SuiteConfig.model_validate({
+        "name": f"replicas-{mode}",
+        "models": [{**qs["models"][0], "replicas": 2}],
+        "benchmarks": [{"name": "mmlu_tiny", "limit": 8}],
+        "generation": qs["generation"],
+        "pool": {**qs["pool"], "start_models": mode, "usage_sample_period_s": period},
+        "cache": {"enabled": False},
+    })  # fmt: skip
+    res = run_suite(suite, output_dir=str(tmp_path), show_progress=False)
+    assert res.manifest.status == "completed"
+    assert sorted(r.index for r in res.records) == list(range(8))
+    usage = sorted(res.manifest.replica_usage, key=lambda u: u.up_at_s if u.up_at_s is not None else 0.0)
+    assert len(usage) == 2 and all(u.up_at_s is not None and u.up_s is not None for u in usage)
+    first, second = usage
+    assert first.up_at_s is not None and second.up_at_s is not None and second.up_s is not None
+    second_deployed = second.up_at_s - second.up_s  # at or after its real deploy call: a sample lags by <= period
+    if mode == "parallel":
+        assert second_deployed < first.up_at_s - period, "the second replica's deploy waited for the first"
+    else:
+        assert second_deployed >= first.up_at_s - period, "the second replica deployed while the first loaded"
