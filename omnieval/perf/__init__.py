@@ -167,8 +167,8 @@ def _cmd_federated(args: argparse.Namespace) -> int:
         res = omni.bench_omni(args.config, repeats=args.repeats, cpus=args.threads or cpu_count(),
                               modes=_csv(args.modes) if args.modes else None,
                               calibrate_to=args.out if args.calibrate else None)  # fmt: skip
+        _save(args, res, omni.plot)  # saved first: a report that fails loses no measured run (--report reprints it)
         _print_omni(res)
-        _save(args, res, omni.plot)
         return 0
     suite = load_suite(args.suite)
     threads = args.threads or cpu_count()

@@ -429,11 +429,12 @@ def report(res: dict[str, Any]) -> list[str]:
                      "transformers): pooling alone")  # fmt: skip
         for g, d in [*s["modalities"].items(), ("overall", s["overall"])]:
             cs, fs = d["conventional_sequential"], d["federated_same_engine"]
+            vs_conc = d.get("same_engine_speedup_vs_conventional_concurrent")  # absent when --modes left it out
             lines.append(
                 f"{g:8s} e2e: sequential {cs['e2e_s']:.1f} s | federated same engine {fs['e2e_s']:.1f} s -> "
-                f"{fmt(d['same_engine_speedup_vs_conventional_sequential']['e2e_s'])} vs sequential, "
-                f"{fmt(d['same_engine_speedup_vs_conventional_concurrent']['e2e_s'])} vs concurrent; inference "
-                f"{cs['inference_s']:.1f} / {fs['inference_s']:.1f} s"
+                f"{fmt(d['same_engine_speedup_vs_conventional_sequential']['e2e_s'])} vs sequential"
+                + (f", {fmt(vs_conc['e2e_s'])} vs concurrent" if vs_conc else "")
+                + f"; inference {cs['inference_s']:.1f} / {fs['inference_s']:.1f} s"
             )  # fmt: skip
         lines += same_engine_why(res)
     o = s["overall"]

@@ -97,6 +97,17 @@ def test_a_subset_of_modes_is_summarised_without_speedups() -> None:
     assert not any("vs sequential" in ln for ln in lines)
 
 
+def test_same_engine_against_sequential_alone_is_reported_without_the_concurrent_ratio() -> None:
+    """``--modes conventional_sequential,federated_same_engine``: the pooling-alone rows against the one baseline
+    that ran (the report raised KeyError on the missing concurrent ratio and lost the run's printout)."""
+    rows = [_row("conventional_sequential", 0, 300, 200, 100), _row("federated_same_engine", 0, 150, 120, 80)]
+    s = summarise(rows)
+    assert "same_engine_speedup_vs_conventional_concurrent" not in s["overall"]
+    lines = report({"summary": s})
+    video = next(ln for ln in lines if ln.startswith("video") and "federated same engine" in ln)
+    assert "1.25x" in video and "vs sequential;" in video and "vs concurrent" not in video
+
+
 def test_lmms_processor_shim_renames_audios_and_drops_empty_media() -> None:
     seen: dict[str, Any] = {}
 
