@@ -166,21 +166,24 @@ def test_same_engine_time_is_split_into_start_up_and_engine_time() -> None:
         return {"mode": "conventional_sequential", "repeat": rep,
                 "by_modality": {m: {"e2e_s": e2e[m], "inference_s": inf[m]} for m in e2e}}  # fmt: skip
 
-    def run(e2e: float, up: float, busy: float) -> dict[str, Any]:
-        return {"e2e_s": e2e, "ray_init_s": 3.0, "pool_up_s": up, "engines": [{"busy_s": busy}]}
+    def run(e2e: float, up: float, *busy: float) -> dict[str, Any]:
+        return {"e2e_s": e2e, "ray_init_s": 3.0, "pool_up_s": up, "engines": [{"busy_s": b} for b in busy]}
 
-    rows = [conv(r, {"text": 80.0, "image": 18.0, "video": 60.0}, {"text": 70.0, "image": 8.0, "video": 50.0})
-            for r in range(3)]  # fmt: skip
+    rows = [conv(r, {"text": 80.0, "image": 18.0, "video": 60.0, "audio": 40.0},
+                 {"text": 70.0, "image": 8.0, "video": 50.0, "audio": 33.0}) for r in range(3)]  # fmt: skip
     rows += [{"mode": "federated_same_engine", "repeat": r, "runs": {
-        "text": run(45.0, 8.0, 33.0), "image": run(20.0 + r, 8.0, 7.0), "video": run(66.0, 9.0, 52.0)}}
+        "text": run(45.0, 8.0, 33.0), "image": run(20.0 + r, 8.0, 7.0), "video": run(66.0, 9.0, 52.0),
+        "audio": run(30.0, 8.0, 20.0, 16.0)}}
         for r in range(3)]  # fmt: skip
     lines = same_engine_why({"rows": rows})
-    text, image, video = lines[1:]
+    text, image, video, audio = lines[1:]
     assert "text   conventional 80.0 s = start 10.0 + inference 70.0 | same engine 45.0 s" in text
     assert "engine busy 33.0 + rest 1.0" in text and text.endswith("the pool is faster")
     assert "same engine 21.0 s" in image  # the median of 20, 21, 22
     assert "start-up +1.0 s, engine time -1.0 s (1.14x): the pool's start-up outweighs" in image
     assert "engine time +2.0 s (0.96x)" in video and "nothing wins back the start-up" in video
+    # two replicas side by side: the wall their work covers is the mean of their busy times, not the sum
+    assert "engine busy 18.0 (mean of 2 replicas) + rest 1.0" in audio and "engine time -15.0 s" in audio
     assert same_engine_why({"rows": rows[:3]}) == []  # no same-engine rows: nothing to split
 
 
