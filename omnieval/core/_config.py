@@ -420,9 +420,10 @@ class PoolConfig(_Config):
     health_check_period_s: float = Field(default=5.0, gt=0)
     """How often replicas are health-checked."""
     start_models: Literal["parallel", "sequential"] = "parallel"
-    """``parallel``: every model's replicas start at once, so no model waits for another's load (separate nodes,
-    GPUs); ``sequential``: one model after another, in suite order (one small node, where concurrent loads only
-    compete for the same cores). Either way each model's requests go out as soon as its own replicas are up."""
+    """``parallel``: every replica of every model starts at once, so no replica waits for another's load
+    (separate nodes, GPUs); ``sequential``: one replica after another, models in suite order (one small node, where
+    concurrent loads only compete for the same cores). Either way a model's requests go out from its first healthy
+    replica; one of its replicas failing to start while another serves is logged in the run's replica events."""
     usage_sample_period_s: float = Field(default=1.0, gt=0)
     """How often the driver samples each replica's own counters (in flight, queue, prefill and decode tokens, KV
     usage) into the run's ``replica-timeline.jsonl`` and ``manifest.replica_usage``."""

@@ -362,10 +362,6 @@ def plot(result: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
-def _mean_busy(engines: list[dict[str, Any]]) -> float:
-    return sum(e["busy_s"] for e in engines) / len(engines) if engines else 0.0
-
-
 def same_engine_why(res: dict[str, Any]) -> list[str]:
     """Where each same-engine modality's time goes, medians over repeats: the conventional job's start (process,
     imports, weights) and inference one at a time, against the pool's start (Ray, then the replica up: its own load
@@ -385,14 +381,19 @@ def same_engine_why(res: dict[str, Any]) -> list[str]:
         f_e2e = median([x["e2e_s"] for x in runs])
         ray_s = median([x["ray_init_s"] for x in runs])
         up = median([x.get("pool_up_s") or 0.0 for x in runs])
-        # replicas of a model work side by side: their mean busy time is the wall they cover (the sum counted a
-        # second replica's work as more time)
-        busy = median([_mean_busy(x.get("engines") or []) for x in runs])
+        # replicas of a model work side by side: the busiest one's time is the least wall they cover (the sum counted
+        # a second replica's work as more time; a mean hid a replica that got no request)
+        busy = median([max((e["busy_s"] for e in x.get("engines") or []), default=0.0) for x in runs])
         n_eng = max(len(x.get("engines") or []) for x in runs)
         rest = f_e2e - ray_s - up - busy
         start_gap, engine_gap = ray_s + up - (c_e2e - c_inf), busy - c_inf
+        unused = median([sum(1 for u in x.get("replica_usage") or [] if not u.get("requests")) for x in runs])
         if f_e2e <= c_e2e:
             verdict = "the pool is faster"
+        elif unused >= 1 and n_eng > 1:
+            verdict = (f"{unused:g} of its {n_eng} replicas served no request: every request was sent to the first "
+                       "replica up before the other was healthy (a sent request stays on its replica), so one "
+                       "replica did all the work")  # fmt: skip
         elif engine_gap >= 0:
             verdict = ("the replica's engine time is no shorter than one request at a time in-process (batching "
                        "shares decode steps; a prefill-bound request has few), so nothing wins back the start-up")
@@ -401,7 +402,7 @@ def same_engine_why(res: dict[str, Any]) -> list[str]:
         lines.append(
             f"  {mod:6s} conventional {c_e2e:.1f} s = start {c_e2e - c_inf:.1f} + inference {c_inf:.1f} | same engine "
             f"{f_e2e:.1f} s = Ray {ray_s:.1f} + replica up {up:.1f} + engine busy {busy:.1f}"
-            + (f" (mean of {n_eng} replicas)" if n_eng > 1 else "") + f" + rest {rest:.1f} -> "
+            + (f" (the busiest of {n_eng} replicas)" if n_eng > 1 else "") + f" + rest {rest:.1f} -> "
             f"start-up {start_gap:+.1f} s, engine time {engine_gap:+.1f} s ({c_inf / busy if busy else 0:.2f}x): {verdict}"
         )  # fmt: skip
     return lines

@@ -127,6 +127,17 @@ def cpu_share(u: dict[str, Any], efficiency: float | None, cores: float | None) 
     return out
 
 
+def first_sent_s(row: dict[str, Any], replica_id: str) -> float | None:
+    """Seconds into the inference phase of the first timeline sample with a request of the pool in flight to the
+    replica (None without a timeline): the engine's own counters start later when its front end holds them."""
+    start = (row.get("timings") or {}).get("inference_start_unix")
+    if start is None:
+        return None
+    ts = [float(x["t"]) for x in row.get("timeline") or []
+          if x.get("replica_id") == replica_id and (x.get("pool_in_flight") or 0) > 0]  # fmt: skip
+    return min(ts) - float(start) if ts else None
+
+
 def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int | None = None,
              cpu: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """Per replica: busy share, bound, efficiency and the reason it was idle; the critical path; start-up + tail;
@@ -145,7 +156,13 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int
         if busy is not None and busy < BUSY_TARGET:
             first, last = u.get("first_busy_s"), u.get("last_busy_s")
             if first is not None and first - up_at > 0.05 * window:
-                reasons.append(f"no request for its first {first - up_at:.1f} s up")
+                sent = first_sent_s(row, u["replica_id"])
+                if sent is not None and sent < first - 1.0:  # sampled each second: a lag under that is the sampling
+                    reasons.append(f"the pool had requests in flight to it from {max(sent - up_at, 0.0):.1f} s up, "
+                                   f"but its engine counted none running or waiting until {first - up_at:.1f} s: its "
+                                   "server's front end (tokenising, media preprocessing) held them")  # fmt: skip
+                else:
+                    reasons.append(f"no request for its first {first - up_at:.1f} s up")
             if last is not None and critical is not None and u is not critical and wall - last > 0.05 * wall:
                 reasons.append(f"its work ran out at {last:.1f} s while {critical['replica_id']} worked to "
                                f"{critical['last_busy_s']:.1f} s")  # fmt: skip

@@ -173,7 +173,7 @@ def test_same_engine_time_is_split_into_start_up_and_engine_time() -> None:
                  {"text": 70.0, "image": 8.0, "video": 50.0, "audio": 33.0}) for r in range(3)]  # fmt: skip
     rows += [{"mode": "federated_same_engine", "repeat": r, "runs": {
         "text": run(45.0, 8.0, 33.0), "image": run(20.0 + r, 8.0, 7.0), "video": run(66.0, 9.0, 52.0),
-        "audio": run(30.0, 8.0, 20.0, 16.0)}}
+        "audio": run(32.0, 8.0, 20.0, 16.0)}}
         for r in range(3)]  # fmt: skip
     lines = same_engine_why({"rows": rows})
     text, image, video, audio = lines[1:]
@@ -182,8 +182,13 @@ def test_same_engine_time_is_split_into_start_up_and_engine_time() -> None:
     assert "same engine 21.0 s" in image  # the median of 20, 21, 22
     assert "start-up +1.0 s, engine time -1.0 s (1.14x): the pool's start-up outweighs" in image
     assert "engine time +2.0 s (0.96x)" in video and "nothing wins back the start-up" in video
-    # two replicas side by side: the wall their work covers is the mean of their busy times, not the sum
-    assert "engine busy 18.0 (mean of 2 replicas) + rest 1.0" in audio and "engine time -15.0 s" in audio
+    # two replicas side by side: their work covers at least the busiest one's time, not the sum of both
+    assert "engine busy 20.0 (the busiest of 2 replicas) + rest 1.0" in audio and "engine time -13.0 s" in audio
+    one_did_all = {**rows[-1]["runs"]["audio"], "e2e_s": 50.0,
+                   "replica_usage": [{"requests": 11}, {"requests": 0}]}  # fmt: skip
+    slow = [{**r, "runs": {"audio": one_did_all}} for r in rows if r["mode"] == "federated_same_engine"]
+    (line,) = same_engine_why({"rows": rows[:3] + slow})[1:]
+    assert "1 of its 2 replicas served no request" in line
     assert same_engine_why({"rows": rows[:3]}) == []  # no same-engine rows: nothing to split
 
 

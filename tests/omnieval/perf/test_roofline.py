@@ -52,6 +52,22 @@ def test_a_replica_up_inside_the_phase_is_judged_from_then() -> None:
     assert "the slowest engine's own load: 33.5 s" in text
 
 
+def test_requests_held_in_the_engines_front_end_are_not_called_missing() -> None:
+    """vLLM's counters start at its scheduler: media requests the pool had already sent wait in its API server's
+    preprocessing first. The timeline's pool-side in-flight count tells that apart from a replica nobody fed."""
+    held = {**_u("vlm-r1", "vllm", 0.84, 46.0, 99.0, 30_000, 1_600), "up_at_s": 40.0}
+    fed = [{"t": 1000.0 + t, "replica_id": "vlm-r1", "pool_in_flight": 19 if t >= 41 else 0} for t in range(40, 50)]
+    row = {"inference_s": 100.0, "e2e_s": 108.0, "replica_usage": [held],
+           "timings": {"inference_start_unix": 1000.0}, "timeline": fed}  # fmt: skip
+    (r,) = diagnose(row, {"vllm": PROFILE})["replicas"]
+    assert r["idle_reasons"] == ["the pool had requests in flight to it from 1.0 s up, but its engine counted none "
+                                 "running or waiting until 6.0 s: its server's front end (tokenising, media "
+                                 "preprocessing) held them"]  # fmt: skip
+    unfed = {**row, "timeline": [{**x, "pool_in_flight": 0} for x in fed]}
+    (r,) = diagnose(unfed, {"vllm": PROFILE})["replicas"]
+    assert r["idle_reasons"] == ["no request for its first 6.0 s up"]
+
+
 @pytest.mark.parametrize(("used", "per_core", "verdict"), [
     (1.2, 0.64 * 2 / 1.2, "the shortfall is the CPU it did not get"),
     (1.9, 0.64 * 2 / 1.9, "it had the CPU yet fell short"),
