@@ -54,13 +54,16 @@ class ModelStarts:
             self.up_s[name] = time.monotonic() - self.t0
             self._events[name].set()
 
-    def _settled(self, name: str, ref: Any) -> None:
+    def _settled(self, name: str, ref: Any, start_id: str) -> None:
         """``ensure_model`` of ``name`` returned or raised."""
         import ray
 
         try:
             ray.get(ref)
         except BaseException as e:  # noqa: BLE001 - handed to whoever waits for this model
+            # its first-healthy answer may not have been read yet: ask again (the start has ended, so at once)
+            if not self._events[name].is_set() and ray.get(self.controller.wait_healthy.remote(name, start_id, 1, 0.0)):
+                self._ready(name)
             if self._events[name].is_set():
                 self.late_errors[name] = e
                 log.warning("a replica of %s failed to start while another serves it; the run goes on with the "
@@ -70,23 +73,23 @@ class ModelStarts:
         self.all_up_s[name] = time.monotonic() - self.t0
         self._ready(name)
 
-    def _launch(self, args: tuple[Any, str, dict[str, Any]]) -> dict[Any, tuple[str, str]]:
+    def _launch(self, args: tuple[Any, str, dict[str, Any]]) -> dict[Any, tuple[str, str, str]]:
         model = args[0]
         start_id = uuid.uuid4().hex
         ensure = self.controller.ensure_model.remote(*args, parallel=self.mode == "parallel", start_id=start_id)
         first = self.controller.wait_healthy.remote(model.name, start_id, 1, model.deploy_timeout_s or 900.0)
-        return {ensure: (model.name, "ensure"), first: (model.name, "first")}
+        return {ensure: (model.name, "ensure", start_id), first: (model.name, "first", start_id)}
 
-    def _wait(self, pending: dict[Any, tuple[str, str]]) -> None:
+    def _wait(self, pending: dict[Any, tuple[str, str, str]]) -> None:
         """Until ``pending``'s ensure calls settle (or a stop): each model is ready at its first healthy replica."""
         import ray
 
-        while any(kind == "ensure" for _, kind in pending.values()) and not self._stop.is_set():
+        while any(kind == "ensure" for _, kind, _ in pending.values()) and not self._stop.is_set():
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
             for ref in ready:
-                name, kind = pending.pop(ref)
+                name, kind, start_id = pending.pop(ref)
                 if kind == "ensure":
-                    self._settled(name, ref)
+                    self._settled(name, ref, start_id)
                 elif ray.get(ref) >= 1:  # 0: no replica came up; its ensure call says why
                     self._ready(name)
 
@@ -100,7 +103,7 @@ class ModelStarts:
                     if args[0].name in self.errors:
                         break  # the run fails on it: starting the next engine would only be released again
                 return
-            pending: dict[Any, tuple[str, str]] = {}
+            pending: dict[Any, tuple[str, str, str]] = {}
             for args in self.starts:
                 pending.update(self._launch(args))
             self._wait(pending)
