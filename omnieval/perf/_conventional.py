@@ -91,6 +91,7 @@ NEEDS: dict[str, tuple[str, ...]] = {"lmeval": ("lm_eval", "omnieval"), "lmms": 
                                      "builtin": ("torch", "transformers", "omnieval")}  # fmt: skip
 """What each runner imports in its job's interpreter (lmms-eval's tasks import lm-eval's)."""
 
+
 def interpreter(python: str | None) -> str:
     """The interpreter a job runs in: its ``python`` (``~`` expanded), else this one."""
     return os.path.expanduser(python) if python else sys.executable
