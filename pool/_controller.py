@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from omnieval.core import ModelConfig, PlacementError, ReplicaDead, clip
 from pool._autoscaler import ScaleResult, plan_scaling
+from pool._burst import StartBurst
 from pool._types import ReplicaEvent, ReplicaInfo, ReplicaLoad, SyncRequest
 from schedulers import GradientLimiter, LimitWindow
 from serving import EngineStats
@@ -101,6 +102,7 @@ class PoolController:
         self._serve_started = False
         self._serve_lock = threading.Lock()
         self._ended_starts: dict[str, None] = {}  # start ids of ensure_model calls that have returned (insertion order)
+        self._bursts: dict[str, StartBurst] = {}  # model -> its replicas starting together (``pool._burst``)
         threading.Thread(target=self._health_loop, daemon=True, name="pool-health").start()
         threading.Thread(target=self._autoscale_loop, daemon=True, name="pool-autoscale").start()
 
@@ -171,6 +173,16 @@ class PoolController:
             for _ in range(n):
                 self._add_replica(model, None, self._placement_wait_s)
             return
+        with self._lock:
+            burst = self._bursts[model] = StartBurst(started_at=time.monotonic())
+        try:
+            self._start_burst(model, n)
+        finally:
+            with self._lock:
+                if self._bursts.get(model) is burst:
+                    del self._bursts[model]
+
+    def _start_burst(self, model: str, n: int) -> None:
         errors: list[BaseException] = []
 
         def one() -> None:
@@ -301,6 +313,9 @@ class PoolController:
             self._capacity.notify_all()
             info.state = "healthy"
             info.up_s = time.monotonic() - t_deploy
+            burst = self._bursts.get(model)
+            if burst is not None and burst.first_up_at is None:
+                burst.first_up_at = time.monotonic()
             self._apply_stats(info, stats)
             orphan = model not in self._models or fingerprint(self._models[model]) != fp
         if orphan:  # released while it was starting (e.g. a scale-out racing the run's end)
@@ -483,13 +498,18 @@ class PoolController:
                 self._limiter(load.replica_id, info, req).observe(window)
                 info.in_flight = self._in_flight(load.replica_id)
             n_clients = max(1, len(seen), *(self._siblings.get(c, 1) for c in seen))
+            burst = self._bursts.get(req.model)
+            states = [r.state for r in self._replicas.values() if r.model == req.model]
             out = []
             for r in self._replicas.values():
                 if r.model != req.model:
                     continue
                 r.limit = self._limiter(r.replica_id, r, req).limit
                 r.clients = n_clients
-                out.append(r.model_copy())
+                c = r.model_copy()
+                if burst is not None:  # siblings still loading get their share of the first requests
+                    c.limit = burst.share(r.limit, states.count("healthy"), states.count("starting"), now)
+                out.append(c)
             return out
 
     def _limiter(self, rid: str, info: ReplicaInfo, req: SyncRequest) -> GradientLimiter:
