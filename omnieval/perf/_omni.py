@@ -173,18 +173,87 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
     from omnieval.perf._roofline import diagnose, load_profiles
 
     profiles, here = load_profiles(calibration), cpu_identity()
+    paths = {**checkpoints(suite), **(checkpoints(same_fed) if same_fed is not None else {})}
     for r in rows:
         if r["mode"] == "federated":
-            r["diagnosis"] = diagnose(r, profiles, cpus, here)
+            r["diagnosis"] = diagnose(r, profiles, cpus, here, checkpoints(suite))
         for sub in (r.get("runs") or {}).values():  # the same-engine row's per-modality runs
-            sub["diagnosis"] = diagnose(sub, profiles, cpus, here)
+            sub["diagnosis"] = diagnose(sub, profiles, cpus, here, checkpoints(same_fed))
     fed = [r for r in rows if r["mode"] == "federated"]
     diag = _median_run(fed)["diagnosis"] if fed else None
+    se_floor = same_engine_floor(rows, list(cfg.conventional), same_fed, paths, profiles) if same_fed else None
     return {"config": str(config), "suite": str(suite_path), "cpus": cpus, "repeats": repeats,
             "calibration": {e: str(p) for e, p in calibration.items()},
             "ray_init_s": ray_init_s, "rows": rows, "engine_batching": probe_result,
             "summary": summarise(rows), "same_engine": same,
-            "diagnosis": diag, "ceiling": ceiling(rows, diag)}  # fmt: skip
+            "diagnosis": diag, "ceiling": ceiling(rows, diag), "same_engine_floor": se_floor}  # fmt: skip
+
+
+def checkpoints(suite: Any) -> dict[str, str]:
+    """Model name -> the path of its weights, for the suite's models loaded from a local path."""
+    return {m.name: m.source.path for m in suite.models if getattr(m.source, "kind", None) == "path"}
+
+
+def same_engine_floor(rows: list[dict[str, Any]], conventional: list[Any], suite: Any, paths: dict[str, str],
+                      profiles: dict[str, dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+    """Per same-engine modality, the least end to end its pool can take on this machine, against its conventional
+    job's: Ray's start-up (the in-process job has none), then its models' replicas loaded (no faster than the
+    conventional built-in job that imports the same engine and loads the same weights alone in one process; the
+    engine's in-process construction after its imports where no such job exists), then the node roofline of the
+    work its replicas did (``_roofline.node_bound``, medians over repeats). A floor above the conventional job's end
+    to end says pooling cannot come out ahead on this hardware whatever the pool does; the job's own inference
+    against the same roofline says how much of it pooling could ever win."""
+    from omnieval.perf._roofline import same_checkpoint
+
+    conv = [r for r in rows if r["mode"] == "conventional_sequential"]
+    same = [r for r in rows if r["mode"] == "federated_same_engine" and r.get("runs")]
+    if not conv or not same:
+        return {}
+
+    def expand(p: str) -> str:
+        return str(Path(p).expanduser().resolve())
+
+    builtin_loads: dict[str, list[float]] = {}  # weights path -> load times of built-in jobs on them
+    for r in conv:
+        for j in r.get("jobs") or []:
+            entry = next((e for e in conventional if e.benchmark == j["benchmark"]), None)
+            if entry is not None and entry.runner == "builtin" and j.get("load_s") is not None:
+                builtin_loads.setdefault(expand(entry.pretrained), []).append(float(j["load_s"]))
+    by_key = {b.key: b for b in suite.benchmarks}
+    out: dict[str, Any] = {}
+    for mod in same[0]["runs"]:
+        runs = [r["runs"][mod] for r in same if mod in r["runs"]]
+        models = sorted({m for k in runs[0].get("benchmarks") or [] if k in by_key
+                         for m in (by_key[k].models or [x.name for x in suite.models])})  # fmt: skip
+        loads, how = [], []
+        for m in models:
+            path = paths.get(m)
+            if path is not None and builtin_loads.get(expand(path)):
+                loads.append(median(builtin_loads[expand(path)]))
+                how.append(f"{m}: the built-in conventional job's own load of it")
+                continue
+            engine = next((x.engine for x in suite.models if x.name == m), None)
+            prof = profiles.get(engine or "")
+            if prof is not None and prof.get("startup_s") is not None:
+                loads.append(float(prof["startup_s"]))
+                mine = same_checkpoint(prof, path)
+                how.append(f"{m}: {engine}'s construction in process after its imports"
+                           + ("" if mine else " (calibrated on another checkpoint)"))  # fmt: skip
+        nodes = [((x.get("diagnosis") or {}).get("node") or {}).get("bound_s") for x in runs]
+        if not loads or any(n is None for n in nodes):
+            out[mod] = {"floor_s": None, "why": "no calibration or load time for its models"}
+            continue
+        ray_s = median([float(x["ray_init_s"]) for x in runs])
+        node_s = median([float(n) for n in nodes])  # type: ignore[arg-type]
+        c_e2e = median([r["by_modality"][mod]["e2e_s"] for r in conv if mod in r["by_modality"]] or [0.0])
+        c_inf = median([r["by_modality"][mod]["inference_s"] for r in conv if mod in r["by_modality"]] or [0.0])
+        fl = ray_s + max(loads) + node_s
+        out[mod] = {"floor_s": fl, "ray_init_s": ray_s, "load_s": max(loads), "load_from": how, "node_bound_s": node_s,
+                    "conventional_e2e_s": c_e2e, "conventional_inference_s": c_inf,
+                    "conventional_efficiency": node_s / c_inf if c_inf else None,
+                    "federated_e2e_s": median([float(x["e2e_s"]) for x in runs]),
+                    "possible": fl <= c_e2e}  # fmt: skip
+    return out
 
 
 PAPER_BEST = 2.8
@@ -392,8 +461,9 @@ def same_engine_why(res: dict[str, Any]) -> list[str]:
             verdict = "the pool is faster"
         elif unused >= 1 and n_eng > 1:
             verdict = (f"{unused:g} of its {n_eng} replicas served no request: every request was sent to the first "
-                       "replica up before the other was healthy (a sent request stays on its replica), so one "
-                       "replica did all the work")  # fmt: skip
+                       "replica up before the other was healthy (a sent request stays on its replica; the first "
+                       "requests wait for a sibling only within the start burst's share window, pool._burst), so "
+                       "one replica did all the work")  # fmt: skip
         elif engine_gap >= 0:
             verdict = ("the replica's engine time is no shorter than one request at a time in-process (batching "
                        "shares decode steps; a prefill-bound request has few), so nothing wins back the start-up")
@@ -405,7 +475,22 @@ def same_engine_why(res: dict[str, Any]) -> list[str]:
             + (f" (the busiest of {n_eng} replicas)" if n_eng > 1 else "") + f" + rest {rest:.1f} -> "
             f"start-up {start_gap:+.1f} s, engine time {engine_gap:+.1f} s ({c_inf / busy if busy else 0:.2f}x): {verdict}"
         )  # fmt: skip
+        if (fl := (res.get("same_engine_floor") or {}).get(mod)) and fl.get("floor_s") is not None:
+            lines.append("         " + floor_line(fl))
     return lines
+
+
+def floor_line(fl: dict[str, Any]) -> str:
+    """One same-engine modality's floor (``same_engine_floor``) and what it says about reaching 1x."""
+    eff = fl.get("conventional_efficiency")
+    head = (f"floor {fl['floor_s']:.1f} s = Ray {fl['ray_init_s']:.1f} + replica load {fl['load_s']:.1f} "
+            f"({'; '.join(fl['load_from'])}) + node roofline {fl['node_bound_s']:.1f} s of its work (the in-process "
+            f"job's inference, {fl['conventional_inference_s']:.1f} s, ran at {eff:.2f} of that roofline)")  # fmt: skip
+    if not fl["possible"]:
+        return (f"{head} -> above the conventional job's {fl['conventional_e2e_s']:.1f} s: no pool comes out ahead "
+                "of it on this machine")  # fmt: skip
+    return (f"{head} -> 1x is possible in principle (the job takes {fl['conventional_e2e_s']:.1f} s); the pool "
+            f"took {fl['federated_e2e_s'] - fl['floor_s']:.1f} s over its floor")  # fmt: skip
 
 
 def report(res: dict[str, Any]) -> list[str]:

@@ -33,16 +33,28 @@ def load_profiles(paths: Mapping[str, str | Path]) -> dict[str, dict[str, Any]]:
         cores = data.get("threads") or (data.get("context") or {}).get("cpus")
         out[engine] = {**data["profile"], "file": str(path), "engine_version": data.get("engine_version"),
                        "cores": cores, "media_item_s": data.get("media_item_s") or {},
-                       "cpu": (data.get("context") or {}).get("cpu"), "startup_s": data.get("startup_s")}  # fmt: skip
+                       "cpu": (data.get("context") or {}).get("cpu"), "startup_s": data.get("startup_s"),
+                       "checkpoint": data.get("checkpoint")}  # fmt: skip
     return out
 
 
-def bound_s(u: dict[str, Any], profile: dict[str, Any]) -> float:
+def same_checkpoint(profile: dict[str, Any], path: str | None) -> bool:
+    """Was the profile measured on this checkpoint? Its token rates hold for any model of the engine's kind only as
+    far as their backbones match; its media costs are its own encoders' and hold for no other checkpoint."""
+    theirs = profile.get("checkpoint")
+    if not theirs or not path:
+        return False
+    return Path(str(theirs)).expanduser().resolve() == Path(path).expanduser().resolve()
+
+
+def bound_s(u: dict[str, Any], profile: dict[str, Any], media: bool = True) -> float:
     """Least seconds the replica's prefill + decode (+ media encoding) work takes at its engine's saturated rates;
-    prompt tokens the engine served from its prefix cache were not computed and cost nothing here."""
+    prompt tokens the engine served from its prefix cache were not computed and cost nothing here. ``media``: charge
+    its media items at the profile's item cost (False when the profile is another checkpoint's: its encoders are
+    not this model's, and charging nothing keeps the bound a lower one)."""
     slots = max(1, int(profile.get("slots") or 1))
     per_decoded = float(profile["step_base_s"]) / slots + float(profile["step_per_seq_s"])
-    costs = [float(v) for v in (profile.get("media_item_s") or {}).values()]
+    costs = [float(v) for v in (profile.get("media_item_s") or {}).values()] if media else []
     per_item = min(costs) if costs else 0.0  # the engine counts items, not their kind: the cheapest keeps a bound
     computed = int(u["prompt_tokens"]) - int(u.get("cached_prompt_tokens") or 0)
     return (computed * float(profile["prefill_per_token_s"]) + int(u["output_tokens"]) * per_decoded
@@ -139,16 +151,19 @@ def first_sent_s(row: dict[str, Any], replica_id: str) -> float | None:
 
 
 def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int | None = None,
-             cpu: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+             cpu: dict[str, Any] | None = None, checkpoints: Mapping[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
     """Per replica: busy share, bound, efficiency and the reason it was idle; the critical path; start-up + tail;
-    whether each calibration is this CPU's (``cpu``: ``_common.cpu_identity()`` of the benched machine)."""
+    whether each calibration is this CPU's (``cpu``: ``_common.cpu_identity()`` of the benched machine).
+    ``checkpoints`` (model name -> its weights' path): a replica whose model is not its profile's checkpoint is not
+    charged the profile's media costs (``bound_s``); without it every profile is taken as its replica's own."""
     wall = float(row["inference_s"])
     usage = row.get("replica_usage") or []
     reps = []
     critical = max(usage, key=lambda u: u.get("last_busy_s") or -1.0, default=None)
     for u in usage:
         prof = profiles.get(u["engine"])
-        b = bound_s(u, prof) if prof else None
+        own = checkpoints is None or (prof is not None and same_checkpoint(prof, checkpoints.get(u["model"])))
+        b = bound_s(u, prof, media=own) if prof else None
         busy = u.get("busy_fraction")
         up_at = float(u.get("up_at_s") or 0.0)
         window = max(wall - up_at, 1e-9)  # dispatch to a model starts when its replica is up: judged from then
@@ -189,7 +204,7 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int
             "replica_id": u["replica_id"], "engine": u["engine"], "model": u["model"], "busy_fraction": busy,
             "prompt_tokens": u["prompt_tokens"], "output_tokens": u["output_tokens"], "bound_s": b,
             "cached_prompt_tokens": int(u.get("cached_prompt_tokens") or 0), "media_items": int(u.get("media_items") or 0),
-            "efficiency": eff, "up_at_s": up_at, "window_s": window,
+            "efficiency": eff, "up_at_s": up_at, "window_s": window, "media_charged": own,
             "load_s": u.get("load_s"), "up_s": u.get("up_s"), "solo_load_s": (prof or {}).get("startup_s"),
             "no_bound": None if prof else f"no calibration for engine {u['engine']!r} "
                                           f"(omnieval bench calibrate --engine {u['engine']})",
@@ -226,6 +241,8 @@ def report_lines(diag: dict[str, Any]) -> list[str]:
                   f"{r.get('up_at_s') or 0:.1f} s of the phase")  # fmt: skip
         cached = f" ({r['cached_prompt_tokens']} from its prefix cache)" if r.get("cached_prompt_tokens") else ""
         media = f", {r['media_items']} media items encoded" if r.get("media_items") else ""
+        if r.get("media_items") and r.get("media_charged") is False:
+            media += " (not in its bound: its calibration is another checkpoint's)"
         if r.get("cpu_cores") is not None:
             media += f", {r['cpu_cores']:.2f} cores used"
         lines.append(f"  {r['replica_id']} ({r['engine']}): busy {busy}, prefill {r['prompt_tokens']} tok{cached}, "

@@ -228,3 +228,46 @@ def test_a_job_interpreter_without_its_framework_is_named_before_any_mode_runs(t
     assert line == (f"bench.yaml: conventional[0] (gsm8k, lmeval) runs in {venv}/bin/python, which lacks lm_eval; "
                     "fix: scripts/make_framework_venv.sh lmms (builds the venv, or relinks it to this "
                     "checkout)")  # fmt: skip
+
+
+def test_same_engine_floor_says_whether_any_pool_could_beat_the_in_process_job(tmp_path: Path) -> None:
+    """Ray's start, the replica's load (no faster than the built-in job loading the same weights alone) and the
+    node roofline of the work: above the conventional job's end to end, no pool wins on this machine."""
+    from types import SimpleNamespace
+
+    from omnieval.perf._omni import ConventionalEntry, floor_line, same_engine_floor
+
+    w = str(tmp_path / "vlm")
+    suite = SimpleNamespace(
+        models=[SimpleNamespace(name="vlm", engine="transformers", source=SimpleNamespace(kind="path", path=w))],
+        benchmarks=[SimpleNamespace(key="clip_qa", models=["vlm"]), SimpleNamespace(key="shapes", models=None)])
+    conventional = [ConventionalEntry(benchmark="clip_qa", modality="video", runner="builtin", model_class="transformers",
+                                      pretrained=w),
+                    ConventionalEntry(benchmark="shapes", modality="image", runner="lmms", model_class="huggingface",
+                                      pretrained=w)]  # fmt: skip
+
+    def conv(rep: int, load: float) -> dict[str, Any]:
+        return {"mode": "conventional_sequential", "repeat": rep,
+                "jobs": [{"benchmark": "clip_qa", "load_s": load}, {"benchmark": "shapes", "load_s": 9.0}],
+                "by_modality": {"video": {"e2e_s": 50.0, "inference_s": 44.0},
+                                "image": {"e2e_s": 20.0, "inference_s": 8.0}}}  # fmt: skip
+
+    def run(key: str, node: float, e2e: float) -> dict[str, Any]:
+        return {"benchmarks": [key], "ray_init_s": 4.0, "e2e_s": e2e, "diagnosis": {"node": {"bound_s": node}}}
+
+    rows = [conv(r, 5.0 + r) for r in range(3)] + [
+        {"mode": "federated_same_engine", "repeat": r,
+         "runs": {"video": run("clip_qa", 43.0, 58.0), "image": run("shapes", 5.0, 25.0)}} for r in range(3)]  # fmt: skip
+    fl = same_engine_floor(rows, conventional, suite, {"vlm": w}, {"transformers": {"startup_s": 1.0}})
+    v, i = fl["video"], fl["image"]
+    # the lmms job's 9 s load is its framework's imports too: the built-in job's median 6 s stands for the replica
+    assert (v["load_s"], i["load_s"]) == (6.0, 6.0) and "built-in conventional job" in v["load_from"][0]
+    assert v["floor_s"] == pytest.approx(4.0 + 6.0 + 43.0) and not v["possible"]
+    assert v["conventional_efficiency"] == pytest.approx(43.0 / 44.0)
+    assert i["floor_s"] == pytest.approx(15.0) and i["possible"]
+    assert "no pool comes out ahead of it on this machine" in floor_line(v)
+    assert "1x is possible in principle" in floor_line(i) and "took 10.0 s over its floor" in floor_line(i)
+    # without a built-in job on the weights, the engine's construction after its imports (a lower bound still)
+    fl = same_engine_floor(rows[3:] + [{**conv(0, 5.0), "jobs": []}], conventional, suite, {"vlm": w},
+                           {"transformers": {"startup_s": 1.0}})
+    assert fl["video"]["load_s"] == 1.0 and "construction in process" in fl["video"]["load_from"][0]

@@ -197,3 +197,21 @@ def test_calibrate_here_needs_a_suite_model_of_the_engine(tmp_path) -> None:  # 
     with pytest.raises(ValueError, match="the suite has no sglang model with a local path"):
         calibrate_here(cfg, load_suite(suite_path), tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+def test_media_costs_are_charged_only_to_the_profiles_own_checkpoint(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A profile's token rates stand for its engine, but its media item cost is its own checkpoint's encoder: a
+    replica of another model (same engine, other encoder) is bound without it, so the bound stays a lower one."""
+    (tmp_path / "cal.json").write_text(json.dumps({"profile": PROFILE, "media_item_s": {"audio": 0.5},
+                                                   "checkpoint": str(tmp_path / "alm")}))  # fmt: skip
+    profiles = load_profiles({"transformers": tmp_path / "cal.json"})
+    alm = {**_u("alm-r1", "transformers", 0.9, 0.0, 9.0, 1_000, 0), "model": "alm", "media_items": 4}
+    vlm = {**_u("vlm-r1", "transformers", 0.9, 0.0, 9.0, 1_000, 0), "model": "vlm", "media_items": 4}
+    row = {"inference_s": 10.0, "e2e_s": 12.0, "replica_usage": [alm, vlm]}
+    a, v = diagnose(row, profiles, checkpoints={"alm": str(tmp_path / "alm"), "vlm": str(tmp_path / "vlm")})["replicas"]
+    assert a["bound_s"] == pytest.approx(1.0 + 4 * 0.5) and a["media_charged"]
+    assert v["bound_s"] == pytest.approx(1.0) and not v["media_charged"]
+    assert "(not in its bound: its calibration is another checkpoint's)" in "\n".join(
+        report_lines(diagnose(row, profiles, checkpoints={"alm": str(tmp_path / "alm")})))
+    a, v = diagnose(row, profiles)["replicas"]  # no checkpoints given: each profile is taken as its replica's own
+    assert a["bound_s"] == v["bound_s"] == pytest.approx(3.0)
