@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cluster._inventory import GPU_MEMORY_RESOURCE, NODE_ID_LABEL, NodeInfo, detect_gpu_resources, inventory
-from cluster._node_files import nodes_with_executable, nodes_with_paths
+from cluster._node_files import nodes_with_executable, nodes_with_paths, worker_checks
 from cluster._placement import (
     Demand,
     busy_reasons,
@@ -44,4 +44,5 @@ __all__ = [
     "nodes_with_executable",
     "nodes_with_paths",
     "place",
+    "worker_checks",
 ]

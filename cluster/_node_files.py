@@ -41,6 +41,39 @@ def nodes_with_paths(
     return have, lack
 
 
+@ray.remote(num_cpus=0)
+def _worker_problem(python: str, ray_version: str, timeout_s: float) -> str | None:
+    import socket
+    import subprocess
+
+    host = socket.gethostname()
+    code = "import importlib.util as u, ray; print(ray.__version__, u.find_spec('omnieval') is not None)"
+    try:
+        p = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{host}: {python} did not run: {e}"
+    if p.returncode != 0:
+        lines = p.stderr.strip().splitlines() or [f"exit status {p.returncode}"]
+        return f"{host}: {lines[-1]}"
+    words = p.stdout.split()
+    if len(words) < 2 or words[-2] != ray_version:
+        return f"{host}: it imports ray {words[-2] if len(words) >= 2 else '?'}, the cluster runs {ray_version}"
+    if words[-1] != "True":
+        return f"{host}: it cannot import omnieval"
+    return None
+
+
+def worker_checks(python: str, nodes: Sequence[str], timeout_s: float = 120.0) -> list[ray.ObjectRef]:
+    """Can ``python`` run this cluster's Ray workers on each of ``nodes`` (``ray`` at the cluster's version, and
+    ``omnieval``, importable)? An actor whose interpreter lacks them never starts: Ray retries the worker for
+    minutes and then says only that worker startup failed. One ref per node, each resolving to None or to
+    ``"host: what the interpreter said"``; not waited here, so the check overlaps the actor's own start."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return [_worker_problem.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(
+        python, ray.__version__, timeout_s) for n in nodes]  # fmt: skip
+
+
 def nodes_with_executable(path: str, timeout_s: float = 120.0) -> tuple[list[str], list[str]]:
     """``nodes_with_paths`` for one interpreter."""
     return nodes_with_paths([path], executable=True, timeout_s=timeout_s)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,32 @@ from omnieval._artifacts import BenchmarkProvenance, ScoreRow
 from omnieval._artifacts import framework_result_path as _fw_file
 from omnieval._placement import interpreter_nodes
 from omnieval._plan import _cfg
-from omnieval.core import GenerationOptions, PoolConfig, SuiteConfig
+from omnieval.core import GenerationOptions, OmnievalUserError, PoolConfig, SuiteConfig
 
 log = logging.getLogger("omnieval")
+
+
+@dataclass
+class FrameworkTask:
+    """One framework task running in its own actor."""
+
+    key: str
+    model: str
+    ref: Any
+    """The actor's ``run`` result."""
+    framework: str
+    python: str | None
+    """The actor's interpreter (None: the driver's own)."""
+    actor: Any
+
+
+@dataclass
+class FrameworkLaunch:
+    """What ``_start_frameworks`` started: the tasks, and whether each own interpreter can run a Ray worker."""
+
+    tasks: list[FrameworkTask] = field(default_factory=list)
+    checks: dict[Any, tuple[str, str]] = field(default_factory=dict)
+    """``cluster.worker_checks`` ref -> (framework, interpreter)."""
 
 
 
@@ -57,14 +81,17 @@ def _start_inline(suite: SuiteConfig, run_dir: Path) -> Any:
 
 def _start_frameworks(
     suite: SuiteConfig, run_dir: Path, controller: Any, pool_cfg: PoolConfig, cache_path: str | None
-) -> list[tuple[str, str, Any]]:
+) -> FrameworkLaunch:
     """One framework client actor per (task, model) of a framework given its own interpreter, run there: on a node
-    that has that interpreter (checked on every node first; a node without it would never start the actor)."""
+    that has that interpreter (checked on every node first; a node without it would never start the actor), and
+    that interpreter asked meanwhile whether it can run a Ray worker at all (``cluster.worker_checks``)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    from cluster import worker_checks
     from omnieval.adapters._actor import FrameworkClient
 
-    refs: list[tuple[str, str, Any]] = []
+    launch = FrameworkLaunch()
+    refs = launch.tasks
     hosts: dict[str, list[str]] = {}  # interpreter -> nodes that have it
     for b in suite.benchmarks:
         if b.framework == "builtin" or not _own_interpreter(suite, b.framework):
@@ -75,6 +102,7 @@ def _start_frameworks(
             runtime_env["py_executable"] = env.python
             if env.python not in hosts:
                 hosts[env.python] = interpreter_nodes(b.framework, env.python)
+                launch.checks.update({ref: (b.framework, env.python) for ref in worker_checks(env.python, hosts[env.python])})
         if env is not None and env.env_vars:
             runtime_env["env_vars"] = dict(env.env_vars)
         for m in suite.models:
@@ -93,11 +121,11 @@ def _start_frameworks(
                 opts["data_files"] = {k: str(Path(v).resolve()) for k, v in opts["data_files"].items()}
             ref = actor.run.remote(b.framework, task=b.name, options=opts, model=m.name, limit=b.limit, generation=gen,
                                    workdir=os.getcwd())  # fmt: skip
-            refs.append((b.key, m.name, ref))
-    return refs
+            refs.append(FrameworkTask(b.key, m.name, ref, b.framework, env.python if env is not None else None, actor))
+    return launch
 
 
-def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, str, Any]],
+def _finish_frameworks(suite: SuiteConfig, run_dir: Path, launch: FrameworkLaunch,
                        inline: Any = None) -> list[Any]:  # fmt: skip
     """Framework results, each persisted whole as it arrives (the driver thread's in their order, then the actors'
     in completion order, so a resumed run does not redo a finished task), returned in suite order. A task that
@@ -123,11 +151,25 @@ def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, 
 
     for t in inline.tasks if inline is not None else []:
         settle(t.key, t.model, t.future.result)
-    pending = {ref: (k, m) for k, m, ref in refs}
+    pending = {t.ref: t for t in launch.tasks}
+    checks = dict(launch.checks)
     while pending:
-        done = ray_wait_one(list(pending))
-        key, model = pending.pop(done)
-        settle(key, model, lambda ref=done: ray.get(ref))
+        done = ray_wait_one([*pending, *checks])
+        if done in checks:
+            framework, python = checks.pop(done)
+            try:
+                problem = ray.get(done)
+            except Exception as e:  # noqa: BLE001 - the check's own failure says nothing of the interpreter
+                log.warning("could not check frameworks.%s.python %s: %r", framework, python, e)
+                continue
+            if problem is not None:
+                for t in [t for t in pending.values() if t.python == python]:
+                    del pending[t.ref]
+                    ray.kill(t.actor)
+                    settle(t.key, t.model, _raise(broken_interpreter(framework, python, problem)))
+            continue
+        t = pending.pop(done)
+        settle(t.key, t.model, lambda ref=done: ray.get(ref))
     out = []
     for b in suite.benchmarks:
         for m in suite.models:
@@ -137,6 +179,22 @@ def _finish_frameworks(suite: SuiteConfig, run_dir: Path, refs: list[tuple[str, 
             elif b.framework != "builtin" and path.exists():
                 out.append(FrameworkResult.model_validate_json(path.read_text()))
     return out
+
+
+def broken_interpreter(framework: str, python: str, problem: str) -> OmnievalUserError:
+    return OmnievalUserError(
+        f"frameworks.{framework}.python {python} cannot run a Ray worker ({problem}), so its actor would never "
+        f"start; rebuild that venv with bash scripts/make_framework_venv.sh {framework} (it links the driver's ray "
+        f"and omnieval into it: a moved or deleted checkout breaks the link), or install ray=={ray.__version__} "
+        "and omnieval there"
+    )
+
+
+def _raise(e: BaseException) -> Any:
+    def get() -> Any:
+        raise e
+
+    return get
 
 
 def framework_failure(key: str, model: str, framework: str, exc: BaseException) -> Any:
@@ -154,6 +212,8 @@ def framework_failure(key: str, model: str, framework: str, exc: BaseException) 
         fix = ("its dataset could not be loaded; run it on local files (options.data_files, or your own task "
                "YAMLs in options.include_path) or allow downloads (unset HF_DATASETS_OFFLINE / HF_HUB_OFFLINE)")
     line = f"{key} on {model} failed in its {framework} actor: {text} — fix: {fix}"
+    if isinstance(cause, OmnievalUserError):  # its message says what, where and the fix already
+        line = f"{key} on {model} failed in its {framework} actor: {text}"
     row = ScoreRow(model=model, benchmark=key, metric="error", value=None, num_samples=0, framework=framework,
                    error=line)  # fmt: skip
     return FrameworkResult(records=[], scores=[row], benchmark=key, error=line)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import socket
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import ray
 
-from cluster import nodes_with_executable, nodes_with_paths
+from cluster import nodes_with_executable, nodes_with_paths, worker_checks
 from omnieval._placement import interpreter_nodes
 from omnieval.core import OmnievalUserError
 
@@ -37,6 +38,25 @@ def test_each_node_is_asked_and_a_missing_interpreter_names_them(local_ray_1cpu:
     msg = str(e.value)
     assert msg.startswith(f"frameworks.lmms.python: {missing} is not an executable on any node")
     assert socket.gethostname() in msg and "scripts/make_framework_venv.sh lmms" in msg
+
+
+def test_an_interpreter_is_asked_whether_it_can_run_this_clusters_workers(local_ray_1cpu: None, tmp_path: Any) -> None:
+    """The driver's own interpreter can; one that cannot import ray says so, one with another Ray is named."""
+    (node,) = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    assert ray.get(worker_checks(sys.executable, [node])) == [None]
+
+    def fake(name: str, body: str) -> str:
+        p = tmp_path / name
+        p.write_text("#!/bin/sh\n" + body + "\n")
+        p.chmod(0o755)
+        return str(p)
+
+    (no_ray,) = ray.get(worker_checks(fake("a", "echo \"ModuleNotFoundError: No module named 'ray'\" >&2; exit 1"), [node]))
+    assert no_ray == f"{socket.gethostname()}: ModuleNotFoundError: No module named 'ray'"
+    (old,) = ray.get(worker_checks(fake("b", "echo 2.0.0 True"), [node]))
+    assert old == f"{socket.gethostname()}: it imports ray 2.0.0, the cluster runs {ray.__version__}"
+    (no_omni,) = ray.get(worker_checks(fake("c", f"echo {ray.__version__} False"), [node]))
+    assert no_omni == f"{socket.gethostname()}: it cannot import omnieval"
 
 
 def test_media_directories_every_node_must_see(local_ray_1cpu: None, tmp_path: object) -> None:

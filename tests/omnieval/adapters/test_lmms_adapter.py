@@ -224,6 +224,32 @@ def test_lmeval_and_lmms_in_one_suite_two_environments(tmp_path: Path) -> None:
     assert "torch" in lmms_res["versions"] and "torch" not in lmeval_res["versions"]
 
 
+@pytest.mark.ray
+def test_a_framework_interpreter_that_cannot_run_ray_fails_its_task_with_the_fix(tmp_path: Path) -> None:
+    """A framework venv whose link to the driver's Ray is broken (its .pth names a moved or deleted checkout) never
+    starts its actor: Ray retried the worker for ~6 minutes, then said only that worker startup failed. The
+    interpreter is asked while its actor starts; its task fails with what it said and how to rebuild the venv."""
+    broken = tmp_path / "venv-lmms" / "bin" / "python"
+    broken.parent.mkdir(parents=True)
+    # as such a venv behaves: omnieval's task check runs (it imports no Ray) and passes; importing ray fails
+    broken.write_text("#!/bin/sh\nif [ \"$1\" = -m ]; then cat >/dev/null; echo '[]'; exit 0; fi\n"
+                      "echo \"ModuleNotFoundError: No module named 'ray'\" >&2\nexit 1\n")
+    broken.chmod(0o755)
+    with fake_vlm() as vlm:
+        suite = {"name": "broken-venv", "benchmarks": [{"name": "tiny_shapes", "framework": "lmms", "models": ["vlm"]}],
+                 "models": [{"name": "vlm", "source": {"kind": "endpoint", "base_url": vlm.base_url}, "engine": "openai"}],
+                 "frameworks": {"lmms": {"python": str(broken)}}, "pool": {"clients": 1}}  # fmt: skip
+        cfg = tmp_path / "suite.yaml"
+        cfg.write_text(yaml.safe_dump(suite))
+        # a hang guard, not a performance goal: without the check this run waits out Ray's worker retries
+        proc = run_cli("run", str(cfg), "--output-dir", str(tmp_path), "--no-progress", env=OFFLINE, timeout=240)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    assert f"frameworks.lmms.python {broken} cannot run a Ray worker" in out, out[-3000:]
+    assert "No module named 'ray'" in out and "bash scripts/make_framework_venv.sh lmms" in out
+    assert "worker startup repeatedly failed" not in out
+
+
 def test_lmms_log_likelihood_tasks_are_told_apart_from_their_yaml(tmp_path: Path) -> None:
     """lmms-eval's ``*_ppl`` tasks (``output_type: multiple_choice``, often through an ``include:`` template and with
     ``!function`` hooks) are recognised without importing anything, so the check refuses them before deploy."""
