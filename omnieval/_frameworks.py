@@ -91,7 +91,6 @@ def _start_frameworks(
     from omnieval.adapters._actor import FrameworkClient
 
     launch = FrameworkLaunch()
-    refs = launch.tasks
     hosts: dict[str, list[str]] = {}  # interpreter -> nodes that have it
     for b in suite.benchmarks:
         if b.framework == "builtin" or not _own_interpreter(suite, b.framework):
@@ -111,7 +110,7 @@ def _start_frameworks(
             placed: dict[str, Any] = {}
             if env is not None and env.python:  # spread over the nodes that have the interpreter
                 nodes = hosts[env.python]
-                placed["scheduling_strategy"] = NodeAffinitySchedulingStrategy(nodes[len(refs) % len(nodes)], soft=False)
+                placed["scheduling_strategy"] = NodeAffinitySchedulingStrategy(nodes[len(launch.tasks) % len(nodes)], soft=False)
             actor = FrameworkClient.options(runtime_env=runtime_env or None, **placed).remote(  # type: ignore[attr-defined]
                 controller, pool_cfg, suite.seed, cache_path
             )
@@ -121,7 +120,7 @@ def _start_frameworks(
                 opts["data_files"] = {k: str(Path(v).resolve()) for k, v in opts["data_files"].items()}
             ref = actor.run.remote(b.framework, task=b.name, options=opts, model=m.name, limit=b.limit, generation=gen,
                                    workdir=os.getcwd())  # fmt: skip
-            refs.append(FrameworkTask(b.key, m.name, ref, b.framework, env.python if env is not None else None, actor))
+            launch.tasks.append(FrameworkTask(b.key, m.name, ref, b.framework, env.python if env is not None else None, actor))
     return launch
 
 
@@ -211,9 +210,9 @@ def framework_failure(key: str, model: str, framework: str, exc: BaseException) 
     if any(w in low for w in ("offline", "couldn't reach", "connectionerror", "dataset", "hub")):
         fix = ("its dataset could not be loaded; run it on local files (options.data_files, or your own task "
                "YAMLs in options.include_path) or allow downloads (unset HF_DATASETS_OFFLINE / HF_HUB_OFFLINE)")
-    line = f"{key} on {model} failed in its {framework} actor: {text} — fix: {fix}"
-    if isinstance(cause, OmnievalUserError):  # its message says what, where and the fix already
-        line = f"{key} on {model} failed in its {framework} actor: {text}"
+    line = f"{key} on {model} failed in its {framework} actor: {text}"
+    if not isinstance(cause, OmnievalUserError):  # a user error's message says what, where and the fix already
+        line += f" — fix: {fix}"
     row = ScoreRow(model=model, benchmark=key, metric="error", value=None, num_samples=0, framework=framework,
                    error=line)  # fmt: skip
     return FrameworkResult(records=[], scores=[row], benchmark=key, error=line)

@@ -499,7 +499,7 @@ class PoolController:
                 info.in_flight = self._in_flight(load.replica_id)
             n_clients = max(1, len(seen), *(self._siblings.get(c, 1) for c in seen))
             burst = self._bursts.get(req.model)
-            states = [r.state for r in self._replicas.values() if r.model == req.model]
+            states = [r.state for r in self._replicas.values() if r.model == req.model] if burst is not None else []
             out = []
             for r in self._replicas.values():
                 if r.model != req.model:
