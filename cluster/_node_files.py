@@ -11,8 +11,7 @@ from collections.abc import Sequence
 import ray
 
 
-@ray.remote(num_cpus=0)
-def _missing(paths: list[str], executable: bool) -> tuple[str | None, str]:
+def _first_missing(paths: list[str], executable: bool) -> tuple[str | None, str]:
     import socket
 
     for p in paths:
@@ -22,18 +21,41 @@ def _missing(paths: list[str], executable: bool) -> tuple[str | None, str]:
     return None, socket.gethostname()
 
 
+_missing = ray.remote(num_cpus=0)(_first_missing)
+
+
+def _driver_node() -> str | None:
+    """The node this driver runs on, whose filesystem it sees itself (None under Ray Client: it runs elsewhere)."""
+    try:
+        from ray.util.client import ray as client
+
+        if client.is_connected():
+            return None
+    except ImportError:  # pragma: no cover - every Ray we support has Ray Client
+        pass
+    return ray.get_runtime_context().get_node_id()
+
+
 def nodes_with_paths(
     paths: Sequence[str], *, executable: bool = False, timeout_s: float = 120.0
 ) -> tuple[list[str], list[str]]:
     """(ids of the alive nodes that have every path, ``"hostname (node id): no <path>"`` for each that does not),
-    each node asked by a zero-CPU task pinned to it; ``executable``: each path must be an executable file."""
+    each other node asked by a zero-CPU task pinned to it, the driver's own in process; ``executable``: each path
+    must be an executable file."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
-    refs = [_missing.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(
-        list(paths), executable) for n in nodes]  # fmt: skip
+    here = _driver_node()
+    # the driver's own node is answered here: a pinned task there would wait for a worker process to start (~1 s,
+    # on the critical path of every run with a framework in its own interpreter or local media)
+    refs = {n: _missing.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(
+        list(paths), executable) for n in nodes if n != here}  # fmt: skip
+    answers = dict(zip(refs, ray.get(list(refs.values()), timeout=timeout_s), strict=True))
+    if here in nodes:
+        answers[here] = _first_missing(list(paths), executable)
     have, lack = [], []
-    for node, (missing, host) in zip(nodes, ray.get(refs, timeout=timeout_s), strict=True):
+    for node in nodes:
+        missing, host = answers[node]
         if missing is None:
             have.append(node)
         else:

@@ -66,6 +66,20 @@ def test_media_directories_every_node_must_see(local_ray_1cpu: None, tmp_path: o
     assert nodes_with_paths([here, "/nonexistent/media"]) == ([], [f"{socket.gethostname()} (node {node[:8]}): no /nonexistent/media"])
 
 
+def test_the_drivers_own_node_is_answered_without_a_task(local_ray_1cpu: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task pinned there would first wait for a worker process to start (~1 s before every framework actor)."""
+    import cluster._node_files as nf
+
+    class NoTasks:
+        def options(self, **kw: Any) -> Any:
+            raise AssertionError("a task was sent to the driver's own node")
+
+    monkeypatch.setattr(nf, "_missing", NoTasks())
+    (node,) = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    assert nodes_with_executable(sys.executable) == ([node], [])
+    assert nodes_with_paths(["/nonexistent/media"]) == ([], [f"{socket.gethostname()} (node {node[:8]}): no /nonexistent/media"])
+
+
 def test_clients_go_where_the_media_are_and_media_no_node_sees_is_a_user_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

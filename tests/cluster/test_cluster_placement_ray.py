@@ -25,7 +25,7 @@ from cluster_testlib import (
 )
 from ray.cluster_utils import Cluster
 
-from cluster import GPU_MEMORY_RESOURCE, inventory
+from cluster import GPU_MEMORY_RESOURCE, inventory, nodes_with_paths
 from omnieval.core import PlacementError
 from pool import get_controller
 
@@ -70,6 +70,19 @@ def _deploy(env: dict[str, Any], name: str, resources: dict[str, Any], replicas:
 
 def _release(env: dict[str, Any], name: str) -> None:
     ray.get(env["controller"].release.remote(name))
+
+
+def test_paths_are_asked_of_every_other_node_by_a_task(gpu_cluster: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver answers for its own node (here told it lacks the path); the A100 and V100 nodes answer in tasks
+    pinned to them, with the check's own code, so they have it."""
+    import sys
+
+    import cluster._node_files as nf
+
+    monkeypatch.setattr(nf, "_first_missing", lambda paths, executable: (paths[0], "driver-host"))
+    have, lack = nodes_with_paths([sys.prefix])
+    assert sorted(have) == sorted([gpu_cluster["A100"], gpu_cluster["V100"]])
+    assert lack == [f"driver-host (node {gpu_cluster['head'][:8]}): no {sys.prefix}"]
 
 
 def test_inventory_reports_fake_gpus(gpu_cluster: dict[str, Any]) -> None:
