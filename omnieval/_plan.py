@@ -1,12 +1,17 @@
 """What a run will do, worked out before anything starts: the suite's samples are validated (O(1) memory), every
 framework task and model file is checked, the artifact's destination is resolved, and a resumed run's checkpoint is
-read; bad input fails here, before a run directory exists or Ray starts."""
+read; bad input fails here, before a run directory exists or Ray starts. The framework tasks' check can instead go
+on while Ray starts (``plan_run(defer_framework_check=True)``, the runner's way): it then fails the run before
+anything deploys, and the run directory made meanwhile goes with it."""
 
 from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -88,12 +93,30 @@ def check_frameworks(suite: SuiteConfig) -> None:
         raise OmnievalUserError("; ".join(errors))
 
 
-def preflight(suite: SuiteConfig) -> None:
-    """Fail before any deploy on inputs that would otherwise surface as replica start-up failures."""
+def start_framework_check(suite: SuiteConfig) -> Future[None]:
+    """``check_frameworks`` in a background thread: it runs each framework's interpreter for a few seconds (2.5 s
+    for lm-eval's task index on 2 cores), which need not delay Ray's start."""
+    done: Future[None] = Future()
+
+    def work() -> None:
+        try:
+            check_frameworks(suite)
+        except BaseException as e:  # noqa: BLE001 - handed to whoever waits on the plan
+            done.set_exception(e)
+        else:
+            done.set_result(None)
+
+    threading.Thread(target=work, name="omnieval-framework-check", daemon=True).start()
+    return done
+
+
+def preflight(suite: SuiteConfig, *, frameworks: bool = True) -> None:
+    """Fail before any deploy on inputs that would otherwise surface as replica start-up failures (``frameworks``:
+    the framework tasks too; False when their check runs apart, ``start_framework_check``)."""
     import httpx
 
-
-    check_frameworks(suite)
+    if frameworks:
+        check_frameworks(suite)
     for i, m in enumerate(suite.models):
         src = m.source
         if src.kind == "path" and not Path(src.path).expanduser().exists():
@@ -126,21 +149,54 @@ class RunPlan:
     """Per model, how clips reach it (``native`` / ``frames``); models sent no video are absent."""
     media_dirs: set[str] = field(default_factory=set)
     """Directories of the local media files the samples name: the nodes clients run on must see them."""
+    framework_check: Future[None] | None = None
+    """The framework tasks' check, when deferred (``plan_run(defer_framework_check=True)``)."""
+    made: Path | None = None
+    """The outermost directory this plan created for the run directory (None for a resumed run)."""
+
+    def await_framework_check(self) -> None:
+        """Raise the deferred framework check's error, if any, after removing what this plan created (the run
+        directory holds only its manifest then): a bad task leaves nothing behind, as when checked up front."""
+        if self.framework_check is None:
+            return
+        try:
+            self.framework_check.result()
+        except BaseException:
+            if self.made is not None:
+                shutil.rmtree(self.made, ignore_errors=True)
+            raise
 
 
 def plan_run(
     suite: SuiteConfig, *, config_path: str | None = None, output_dir: str | None = None,
-    resume_dir: str | Path | None = None,
+    resume_dir: str | Path | None = None, defer_framework_check: bool = False,
 ) -> RunPlan:  # fmt: skip
+    """``defer_framework_check``: the framework tasks' check goes on after this returns (``RunPlan
+    .await_framework_check`` raises its error); any other input error found meanwhile waits for it, so a bad
+    framework task is reported first, as when it is checked up front."""
+    resume: tuple[Path, RunManifest] | None = None
     if resume_dir is not None:
-        run_dir = Path(resume_dir)
-        old = read_manifest(run_dir)
-        if old.status == "completed":
-            raise ValueError(f"{run_dir} is already completed; nothing to resume (use `omnieval rerun` to reproduce)")
-        suite = SuiteConfig.model_validate(old.config)
-    if resume_dir is None:
+        resume = (Path(resume_dir), read_manifest(Path(resume_dir)))
+        if resume[1].status == "completed":
+            raise ValueError(f"{resume_dir} is already completed; nothing to resume (`omnieval rerun` reproduces it)")
+        suite = SuiteConfig.model_validate(resume[1].config)
+    else:
         resolve_output_dir(output_dir, suite.output.dir)  # refused before the samples are even read
-    preflight(suite)
+    check = start_framework_check(suite) if defer_framework_check else None
+    try:
+        plan = _plan(suite, config_path, output_dir, resume, check)
+    except BaseException:
+        if check is not None:
+            check.result()  # its error first (what an up-front check would have said)
+        raise
+    return plan
+
+
+def _plan(
+    suite: SuiteConfig, config_path: str | None, output_dir: str | None, resume: tuple[Path, RunManifest] | None,
+    check: Future[None] | None,
+) -> RunPlan:  # fmt: skip
+    preflight(suite, frameworks=check is None)
     specs = builtin_specs(suite)
     totals: dict[tuple[str, str], int] = {}
     seen: dict[tuple[str, str], set[str]] = {}
@@ -150,13 +206,16 @@ def plan_run(
         seen.setdefault((r.model, r.benchmark), set()).update(r.modalities())
         media_dirs.update(os.path.dirname(os.path.abspath(p)) for p in r.media_paths())
     video_inputs = check_modalities(suite, seen)
-    if resume_dir is not None:
+    made: Path | None = None
+    if resume is not None:
+        run_dir, old = resume
         run_id, created, config_path = old.run_id, old.created, old.config_path
         upload_to = old.artifact_uri.rsplit("/", 1)[0] if old.artifact_uri else None
     else:
         run_id = new_run_id(suite)
         target = resolve_output_dir(output_dir, suite.output.dir)
         run_dir = target.local / run_id
+        made = next(p for p in [*reversed(run_dir.parents), run_dir] if not p.exists())
         run_dir.mkdir(parents=True, exist_ok=False)
         created = datetime.now(timezone.utc).isoformat()
         upload_to = target.uri
@@ -172,7 +231,8 @@ def plan_run(
         done_keys.add(r.key)
         done[(r.model, r.benchmark)] = done.get((r.model, r.benchmark), 0) + 1
     return RunPlan(suite=suite, specs=specs, totals=totals, run_dir=run_dir, manifest=manifest, done=done,
-                   done_keys=done_keys, video_inputs=video_inputs, media_dirs=media_dirs)  # fmt: skip
+                   done_keys=done_keys, video_inputs=video_inputs, media_dirs=media_dirs, framework_check=check,
+                   made=made)  # fmt: skip
 
 
 def effective_spec(spec: BenchmarkSpec, cfg: Any) -> BenchmarkSpec:
