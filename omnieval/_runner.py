@@ -123,19 +123,22 @@ def run_suite(
     from pool import get_controller, start_serve_early
 
     t_start = time.monotonic()
-    plan = plan_run(suite, config_path=config_path, output_dir=output_dir, resume_dir=resume_dir)
+    # the framework tasks' check (seconds in their interpreters) overlaps Ray's start; nothing deploys before it
+    plan = plan_run(suite, config_path=config_path, output_dir=output_dir, resume_dir=resume_dir,
+                    defer_framework_check=True)  # fmt: skip
     suite, run_dir, manifest = plan.suite, plan.run_dir, plan.manifest
     inline = _start_inline(suite, run_dir)  # framework work that needs no Ray overlaps Ray's start and the deploy
     try:
         connect(suite.ray)
+        plan.await_framework_check()
     except BaseException:
         inline.abandon()  # its tasks would otherwise wait for a pool that never comes
         raise
     from omnieval._lifecycle import reinstall
 
     reinstall()  # ray.init replaced the CLI's SIGTERM handler with its own, which aborts the driver
-    if suite.models:
-        start_serve_early()  # Serve's controller boots while the pool controller and the clients start
+    # Serve's controller boots while the pool controller and the clients start
+    serve_start = start_serve_early() if suite.models else None
     manifest.ray_version = ray.__version__
     manifest.hostnames = cluster_hostnames() or [socket.gethostname()]
     controller = get_controller(suite.pool.health_check_period_s)
@@ -180,6 +183,11 @@ def run_suite(
         heartbeat.stop(keep=keep_pool)
         if not cancelled:  # a stopped Ray job has 3 s before its SIGKILL: the release comes first
             events.keep(run_dir)
+            if serve_start is not None:
+                # a run failing in its first seconds (a placement error) returns while Serve still starts in
+                # that thread: the caller's ray.shutdown() under a thread inside ray.get makes Ray's core
+                # worker end the process with status 1, losing the run's own exit status
+                serve_start.join(timeout=60)
         if not keep_pool:
             try:
                 # cancelled: only start the deletions (a stopped Ray job is SIGKILLed 3 s after its SIGTERM)
