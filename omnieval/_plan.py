@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -96,18 +95,13 @@ def check_frameworks(suite: SuiteConfig) -> None:
 def start_framework_check(suite: SuiteConfig) -> Future[None]:
     """``check_frameworks`` in a background thread: it runs each framework's interpreter for a few seconds (2.5 s
     for lm-eval's task index on 2 cores), which need not delay Ray's start."""
-    done: Future[None] = Future()
+    from concurrent.futures import ThreadPoolExecutor
 
-    def work() -> None:
-        try:
-            check_frameworks(suite)
-        except BaseException as e:  # noqa: BLE001 - handed to whoever waits on the plan
-            done.set_exception(e)
-        else:
-            done.set_result(None)
-
-    threading.Thread(target=work, name="omnieval-framework-check", daemon=True).start()
-    return done
+    ex = ThreadPoolExecutor(1, thread_name_prefix="omnieval-framework-check")
+    try:
+        return ex.submit(check_frameworks, suite)
+    finally:
+        ex.shutdown(wait=False)  # the thread ends with its one task
 
 
 def preflight(suite: SuiteConfig, *, frameworks: bool = True) -> None:
