@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -95,6 +95,11 @@ class ReplicaUsage(BaseModel):
     """The engine's own load time (weights and server), as the replica measured it."""
     up_s: float | None = None
     """Deploy call to healthy: the engine's load plus Ray's placement and Serve's deploy around it."""
+    deployed_at_s: float | None = None
+    """Seconds from the phase's start to its deploy call (negative: before the phase), by the controller's clock."""
+    healthy_at_s: float | None = None
+    """Seconds from the phase's start to when the controller saw it healthy: exact where ``up_at_s`` lags by up to
+    a sampling period (longer on a loaded machine)."""
     cpu_cores: float | None = None
     """Mean CPU cores the engine's processes used over the phase (from when it was up): CPU seconds by the kernel's
     count over wall seconds."""
@@ -107,14 +112,23 @@ class ReplicaUsage(BaseModel):
     """Seconds from the phase's start to the last sample with work in flight (the critical path ends here)."""
 
 
+class Startup(NamedTuple):
+    """A replica's start, from the controller's ``ReplicaInfo``."""
+
+    load_s: float | None = None
+    up_s: float | None = None
+    deployed_at: float | None = None
+    healthy_at: float | None = None
+
+
 class UsageSampler:
     """Samples the run's replicas from a driver thread until ``stop()``."""
 
     def __init__(self, controller: Any, models: list[str], period_s: float = 1.0) -> None:
         self.controller, self.models, self.period_s = controller, set(models), period_s
         self.samples: list[UsageSample] = []
-        self.startup: dict[str, tuple[float | None, float | None]] = {}
-        """Replica -> (engine load s, deploy-to-healthy s), from the controller's view."""
+        self.startup: dict[str, Startup] = {}
+        """Replica -> its start as the controller saw it."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="omnieval-usage")
 
@@ -143,7 +157,7 @@ class UsageSampler:
             infos = [i for i in ray.get(self.controller.replicas.remote(), timeout=10)
                      if i.model in self.models and i.state in ("healthy", "draining")]  # fmt: skip
             refs = [(i, serve.get_app_handle(i.replica_id).stats.remote()) for i in infos]
-            self.startup.update((i.replica_id, (i.load_s, i.up_s)) for i in infos)
+            self.startup.update((i.replica_id, Startup(i.load_s, i.up_s, i.deployed_at, i.healthy_at)) for i in infos)
             pool_side = ray.get(self.controller.client_in_flight.remote(), timeout=10)
             limits = ray.get(self.controller.limits.remote(), timeout=10)
             now = time.time()
@@ -166,7 +180,7 @@ class UsageSampler:
 
 
 def summarize(samples: list[UsageSample], start: float, end: float,
-              startup: dict[str, tuple[float | None, float | None]] | None = None) -> list[ReplicaUsage]:  # fmt: skip
+              startup: dict[str, Startup] | None = None) -> list[ReplicaUsage]:  # fmt: skip
     """Per replica over [start, end] (unix times); counters are differences across the window, taken from the
     last sample at or before ``start`` (0 when none: the replica started inside the window). Busy and mean shares
     are over the samples the replica was up for: one that came up inside the phase is judged from then."""
@@ -175,6 +189,7 @@ def summarize(samples: list[UsageSample], start: float, end: float,
         by.setdefault(s.replica_id, []).append(s)
     out = []
     for rid, ss in sorted(by.items()):
+        st = (startup or {}).get(rid, Startup())
         inside = [s for s in ss if start <= s.t <= end]
         before = [s for s in ss if s.t < start]
         base = before[-1] if before else None
@@ -208,7 +223,9 @@ def summarize(samples: list[UsageSample], start: float, end: float,
             last_busy_s=busy[-1].t - start if busy else None,
             cpu_cores=cores("cpu_s"), node_busy_cores=cores("node_cpu_s"), node_cpus=last.node_cpus,
             up_at_s=max(0.0, ss[0].t - start) if ss else None,
-            load_s=(startup or {}).get(rid, (None, None))[0], up_s=(startup or {}).get(rid, (None, None))[1],
+            load_s=st.load_s, up_s=st.up_s,
+            deployed_at_s=None if st.deployed_at is None else st.deployed_at - start,
+            healthy_at_s=None if st.healthy_at is None else st.healthy_at - start,
         ))  # fmt: skip
     return out
 

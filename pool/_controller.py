@@ -285,7 +285,7 @@ class PoolController:
             source=cfg.source,
             engine_kwargs=engine_kwargs_with_tp(cfg),
         )
-        t_deploy = time.monotonic()
+        t_deploy, info.deployed_at = time.monotonic(), time.time()
         try:
             self._ensure_serve()
             if env := self._runtime_envs.get(model):
@@ -312,7 +312,7 @@ class PoolController:
             self._reservations.pop(rid, None)  # Ray's own accounting now shows the running replica
             self._capacity.notify_all()
             info.state = "healthy"
-            info.up_s = time.monotonic() - t_deploy
+            info.up_s, info.healthy_at = time.monotonic() - t_deploy, time.time()
             burst = self._bursts.get(model)
             if burst is not None and burst.first_up_at is None:
                 burst.first_up_at = time.monotonic()

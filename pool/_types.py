@@ -53,6 +53,10 @@ class ReplicaInfo(BaseModel):
     """The engine's own load time (``EngineStats.load_s``)."""
     up_s: float | None = None
     """Seconds from the deploy call to healthy: the engine's load plus placement and Serve's deploy."""
+    deployed_at: float | None = None
+    """Epoch seconds of the deploy call (after placement), by the controller's clock."""
+    healthy_at: float | None = None
+    """Epoch seconds it turned healthy: the controller's own moments, where a sampler's view lags by its period."""
     limit: int = 1
     """Adaptive concurrency limit of this replica, all clients together (set by the controller)."""
     clients: int = 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from omnieval._replica_usage import UsageSample, read_timeline, summarize, write_timeline
+from omnieval._replica_usage import Startup, UsageSample, read_timeline, summarize, write_timeline
 
 
 def _s(t: float, rid: str, in_flight: int, prompt: int, out: int, done: int, queue: int = 0) -> UsageSample:
@@ -20,7 +20,7 @@ def test_summary_counts_only_the_phase_and_finds_the_last_busy_replica(tmp_path)
         _s(100.5, "b", 1, 10, 1, 0), _s(101.5, "b", 1, 20, 2, 1), _s(102.5, "b", 1, 30, 3, 2), _s(103.5, "b", 1, 40, 4, 3),
         _s(110.0, "b", 1, 99, 9, 9),  # after the phase: ignored
     ]  # fmt: skip
-    a, b = summarize(samples, 100.0, 104.0, {"b": (3.2, 4.0)})
+    a, b = summarize(samples, 100.0, 104.0, {"b": Startup(3.2, 4.0, deployed_at=96.3, healthy_at=100.3)})
     assert (a.replica_id, a.samples, a.busy_fraction, a.peak_queue) == ("a", 4, 0.5, 2)
     assert (a.prompt_tokens, a.output_tokens, a.requests) == (500, 50, 5)  # from the baseline before the phase
     assert a.mean_in_flight == pytest.approx(7 / 4) and a.last_busy_s == pytest.approx(1.0)
@@ -28,6 +28,8 @@ def test_summary_counts_only_the_phase_and_finds_the_last_busy_replica(tmp_path)
     assert b.first_busy_s == pytest.approx(0.5) and b.last_busy_s == pytest.approx(3.5)  # b is the critical path
     assert (a.up_at_s, b.up_at_s) == (0.0, pytest.approx(0.5))  # b came up inside the phase
     assert (a.load_s, b.load_s, b.up_s) == (None, 3.2, 4.0)
+    assert (b.deployed_at_s, b.healthy_at_s) == (pytest.approx(-3.7), pytest.approx(0.3))  # the controller's moments
+    assert a.deployed_at_s is None and a.healthy_at_s is None  # no controller view of a's start
     write_timeline(tmp_path, samples[:3])
     write_timeline(tmp_path, samples[3:])  # a resumed run appends
     assert read_timeline(tmp_path) == samples

@@ -33,7 +33,9 @@ class _Controller:
 
     def ensure_model(self, cfg: SimpleNamespace, run_id: str, env: dict, parallel: bool = True,
                      start_id: str | None = None) -> list[str]:  # fmt: skip
-        self.calls.append(cfg.name)
+        with self.changed:
+            self.calls.append(cfg.name)
+            self.changed.notify_all()
         try:
             for i in range(getattr(cfg, "replicas", 1)):
                 replica = f"{cfg.name}-r{i + 1}"
@@ -59,8 +61,11 @@ class _Controller:
     def open(self, name: str) -> None:
         self._gate(name).set()
 
-    def called(self) -> list[str]:
-        return list(self.calls)
+    def called(self, at_least: int = 0) -> list[str]:
+        """The models asked so far, once ``at_least`` were: a call from the starts' thread may still be in flight."""
+        with self.changed:
+            self.changed.wait_for(lambda: len(self.calls) >= at_least, 30)
+            return list(self.calls)
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +99,7 @@ def _deadline(s: float) -> threading.Event:
 def test_each_model_is_ready_on_its_own(ray_local: None) -> None:
     ctl = _Controller.remote()  # type: ignore[attr-defined]
     starts = _starts(ctl, ["fast", "slow"])
+    assert sorted(ray.get(ctl.called.remote(at_least=2))) == ["fast", "slow"]  # parallel: both asked before either is up
     ray.get(ctl.open.remote("fast-r1"))
     assert _ready(starts, "fast")
     assert not _ready(starts, "slow", within_s=1.0)  # still loading: its wait is stopped, not answered
@@ -101,12 +107,12 @@ def test_each_model_is_ready_on_its_own(ray_local: None) -> None:
     ray.get(ctl.open.remote("slow-r1"))
     starts.wait_all()
     assert starts.up_s["fast"] < starts.up_s["slow"]
-    assert sorted(ray.get(ctl.called.remote())) == ["fast", "slow"]  # parallel: both asked at once
 
 
 def test_sequential_starts_the_next_only_after_the_last_is_up(ray_local: None) -> None:
     ctl = _Controller.remote()  # type: ignore[attr-defined]
     starts = _starts(ctl, ["a", "b"], mode="sequential")
+    assert ray.get(ctl.called.remote(at_least=1)) == ["a"]
     assert not _ready(starts, "a", within_s=1.0)
     assert ray.get(ctl.called.remote()) == ["a"]  # the second is not asked while the first loads
     ray.get(ctl.open.remote("a-r1"))
