@@ -209,6 +209,25 @@ def test_report_reprints_a_saved_result_as_the_readme_quotes_it(tmp_path: Path, 
     assert "same engine, where the time goes" in out and "ceiling: the federated run cannot end before" in out
 
 
+def test_the_readmes_same_engine_rows_are_the_saved_same_engine_run(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """The README quotes the same-engine rows (one 2-thread replica per model) from their own saved run: every
+    modality's ratio and the overall one, as ``--report`` prints them."""
+    import shutil
+
+    from omnieval.perf import cli_main
+
+    saved = shutil.copy(REPO / "docs/bench-federated-same-engine.json", tmp_path / "r.json")
+    assert cli_main(["federated", "--report", str(saved)]) == 0
+    out = capsys.readouterr().out
+    readme = (REPO / "README.md").read_text().replace("**", "")
+    rows = [ln for ln in out.splitlines() if "federated same engine" in ln and "-> " in ln]
+    assert {ln.split()[0] for ln in rows} == {"text", "image", "video", "audio", "overall"}
+    for ln in rows:
+        ratio = ln.split("-> ")[1].split(" vs sequential")[0]
+        assert f"{ln.split()[0]} {ratio.replace('x', '×', 1).replace('-', '–')}" in readme, ln
+
+
 def test_a_job_interpreter_without_its_framework_is_named_before_any_mode_runs(tmp_path: Path) -> None:
     """A framework venv linked to another checkout lacks lm-eval; the bench must say so at once, not minutes in."""
     import subprocess
