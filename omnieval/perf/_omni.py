@@ -58,8 +58,9 @@ class FederatedBenchConfig(BaseModel):
     """One entry per benchmark of ``suite``: how it is evaluated conventionally."""
     probe_model: str | None = None
     """Suite model whose replica's batching gain is measured (default: the first vLLM model)."""
-    calibration: dict[str, str] = {}
-    """Engine -> ``omnieval bench calibrate`` JSON (relative to this file): each replica's roofline bound."""
+    calibration: dict[str, str | list[str]] = {}
+    """Engine -> ``omnieval bench calibrate`` JSON (relative to this file), or a list of them measured on different
+    CPUs: each replica's roofline bound, from the file measured on the benched machine's kind of CPU."""
 
 
 def load_config(path: str | Path) -> tuple[FederatedBenchConfig, Path, Path | None]:
@@ -133,7 +134,12 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
     missing = sorted({b.key for b in suite.benchmarks} - {j["key"] for j in seq_jobs})
     if missing:
         raise ValueError(f"{config}: conventional has no entry for suite benchmarks {missing}")
-    calibration = {e: Path(config).parent / f for e, f in cfg.calibration.items()}
+    from omnieval.perf._common import cpu_identity
+    from omnieval.perf._roofline import diagnose, load_profiles, pick_calibration
+
+    here = cpu_identity()
+    calibration = {e: pick_calibration([Path(config).parent / f for f in (fs if isinstance(fs, list) else [fs])], here)
+                   for e, fs in cfg.calibration.items()}  # fmt: skip
     if calibrate_to is not None:  # before Ray and the pool: the engines are measured alone
         calibration.update(calibrate_here(cfg, suite, calibrate_to, log))
     # Records carry the suite key; conventional results the entry's name
@@ -169,10 +175,7 @@ def bench_omni(config: str | Path, *, repeats: int = 3, cpus: int, log: Any = pr
     if same_path is not None and "conventional_sequential" in modes:
         log(f"same-engine comparison ({same_path.name}) ...")
         same = bench_federated(load_suite(same_path), threads_total=cpus, repeats=repeats, log=log)
-    from omnieval.perf._common import cpu_identity
-    from omnieval.perf._roofline import diagnose, load_profiles
-
-    profiles, here = load_profiles(calibration), cpu_identity()
+    profiles = load_profiles(calibration)
     paths = {**checkpoints(suite), **(checkpoints(same_fed) if same_fed is not None else {})}
     for r in rows:
         if r["mode"] == "federated":

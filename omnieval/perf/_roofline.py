@@ -38,6 +38,23 @@ def load_profiles(paths: Mapping[str, str | Path]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def pick_calibration(paths: str | Path | list[str | Path], cpu: dict[str, Any] | None) -> Path:
+    """Of one engine's calibrations (one per kind of CPU it was measured on), the one measured on ``cpu``'s kind;
+    none being, the first, which ``calibration_check`` then names as another CPU's: a bound holds only for the
+    kernels it was measured with (AVX-512 and AMX vs AVX2), so a suite benched on two machines keeps one per CPU."""
+    options = [Path(p).expanduser() for p in (paths if isinstance(paths, list) else [paths])]
+    if not options:
+        raise ValueError("calibration: an engine names no calibration file")
+    for p in options:
+        try:
+            theirs = (json.loads(p.read_text()).get("context") or {}).get("cpu")
+        except OSError as e:
+            raise ValueError(f"calibration {p}: cannot read it ({e}); run `omnieval bench calibrate` or fix the path") from e
+        if same_cpu(theirs, cpu):
+            return p
+    return options[0]
+
+
 def same_checkpoint(profile: dict[str, Any], path: str | None) -> bool:
     """Was the profile measured on this checkpoint? Its token rates hold for any model of the engine's kind only as
     far as their backbones match; its media costs are its own encoders' and hold for no other checkpoint."""
@@ -258,7 +275,8 @@ def report_lines(diag: dict[str, Any]) -> list[str]:
     for c in diag.get("calibration") or []:
         if c.get("note"):
             lines.append(f"  calibration for {c['engine']} ({c['file']}): {c['note']}: its bounds are not this "
-                         "machine's (omnieval bench federated --calibrate measures them here)")  # fmt: skip
+                         "machine's (omnieval bench federated --calibrate measures them here; list its JSON beside this one "
+                         "under the config's calibration and later runs on this CPU use it)")  # fmt: skip
     pu, sl = diag.get("pool_up_s"), diag.get("slowest_load_s")
     lines.append(f"start-up + tail (end to end minus inference): {diag['startup_and_tail_s']:.1f} s"
                  + (f"; the slowest engine's own load: {sl:.1f} s" if sl is not None else "")

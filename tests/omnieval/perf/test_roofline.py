@@ -215,3 +215,36 @@ def test_media_costs_are_charged_only_to_the_profiles_own_checkpoint(tmp_path) -
         report_lines(diagnose(row, profiles, checkpoints={"alm": str(tmp_path / "alm")})))
     a, v = diagnose(row, profiles)["replicas"]  # no checkpoints given: each profile is taken as its replica's own
     assert a["bound_s"] == v["bound_s"] == pytest.approx(3.0)
+
+
+def test_each_machine_uses_the_calibration_measured_on_its_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """One engine, calibrations from two CPUs: the bench takes the one measured on the benched CPU's kind,
+    whichever the list names first; with none of this CPU's kind, the first (which the report then names)."""
+    from omnieval.perf._common import cpu_identity
+    from omnieval.perf._roofline import pick_calibration
+
+    here, other = cpu_identity(), {"model": "AMD EPYC 7B12", "isa": ["avx2"]}
+    for name, cpu in (("amd.json", other), ("here.json", here)):
+        (tmp_path / name).write_text(json.dumps({"profile": PROFILE, "context": {"cpus": 2, "cpu": cpu}}))
+    amd, mine = tmp_path / "amd.json", tmp_path / "here.json"
+    assert pick_calibration([amd, mine], here) == mine and pick_calibration([mine, amd], here) == mine
+    assert pick_calibration([amd, mine], other) == amd and pick_calibration(str(amd), here) == amd
+    assert pick_calibration([amd], {"model": "Neoverse-V2", "isa": []}) == amd
+    with pytest.raises(ValueError, match=r"missing\.json: cannot read it"):
+        pick_calibration([tmp_path / "missing.json", mine], here)
+
+
+def test_the_federated_bench_config_names_a_calibration_per_cpu_it_was_benched_on() -> None:
+    """Every calibration the example config lists exists and records its CPU, one per kind of CPU: a second file
+    of the same CPU would never be picked."""
+    from pathlib import Path
+
+    from omnieval.perf._common import same_cpu
+    from omnieval.perf._omni import load_config
+
+    cfg, _, _ = load_config("examples/bench_federated.yaml")
+    for engine, files in cfg.calibration.items():
+        cpus = [json.loads((Path("examples") / f).read_text())["context"]["cpu"]
+                for f in (files if isinstance(files, list) else [files])]  # fmt: skip
+        assert all(c and c.get("model") for c in cpus), engine
+        assert not any(same_cpu(a, b) for i, a in enumerate(cpus) for b in cpus[i + 1:]), engine
