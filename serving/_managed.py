@@ -137,6 +137,13 @@ def _prune_failed(keep: int = KEEP_FAILED) -> None:
         p.unlink(missing_ok=True)
 
 
+def new_api_key() -> str:
+    """A server's bearer key, passed as ``--api-key KEY``: hex, so it never begins with ``-``, which vLLM's and
+    SGLang's argument parsers read as the next flag (``token_urlsafe`` did one start in 64: the server exited with
+    "argument --api-key: expected at least one argument" and the replica was started again)."""
+    return secrets.token_hex(24)
+
+
 class ManagedServer:
     """One server subprocess: ``cmd`` gets ``{host}``, ``{port}`` and ``{api_key}`` filled in."""
 
@@ -149,7 +156,7 @@ class ManagedServer:
         self.env = env
         self.node_ip = ray_node_ip()
         self.bind_all = (self.node_ip is not None) if bind_all is None else bind_all
-        self.api_key = secrets.token_urlsafe(24) if self.bind_all else None
+        self.api_key = new_api_key() if self.bind_all else None
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None

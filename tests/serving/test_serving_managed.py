@@ -161,3 +161,19 @@ def test_llama_server_log_removed_on_shutdown_kept_when_it_dies(tmp_root: Path, 
     asyncio.run(scenario())
     assert [p for p in log_dir().glob("owner-*/*.log")] == []
     assert sorted(p.name.split("-")[1] for p in failed_log_dir().iterdir()) == ["bad", "dies"]
+
+
+def test_a_servers_api_key_always_parses_as_the_value_of_its_flag() -> None:
+    """vLLM's and SGLang's servers take ``--api-key KEY`` through argparse, which reads a key that begins with ``-``
+    as the next flag and exits: one server start in 64 failed that way with URL-safe keys. 5,000 keys, each parsed
+    as vLLM's parser does."""
+    import argparse
+
+    from serving._managed import new_api_key
+
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    parser.add_argument("--api-key", nargs="+")  # vLLM's: one or more keys
+    keys = {new_api_key() for _ in range(5000)}
+    assert len(keys) == 5000 and all(len(k) >= 32 for k in keys)
+    for k in keys:
+        assert parser.parse_args(["--api-key", k]).api_key == [k]
