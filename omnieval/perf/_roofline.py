@@ -90,7 +90,7 @@ def node_bound(reps: list[dict[str, Any]], profiles: dict[str, dict[str, Any]], 
         if r["bound_s"] is None or prof is None or not prof.get("cores"):
             missing.append(r["replica_id"])
             continue
-        core_s += r["bound_s"] * min(float(prof["cores"]), float(cpus))
+        core_s += r["bound_s"] * min(float(r.get("bound_cores") or prof["cores"]), float(cpus))
     return {"bound_s": core_s / cpus, "cpus": cpus, "core_s": core_s, "without": missing}
 
 
@@ -181,6 +181,12 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int
         prof = profiles.get(u["engine"])
         own = checkpoints is None or (prof is not None and same_checkpoint(prof, checkpoints.get(u["model"])))
         b = bound_s(u, prof, media=own) if prof else None
+        cores = (prof or {}).get("cores")
+        used, ncpu = u.get("cpu_cores"), u.get("node_cpus") or cpus
+        if b is not None and cores and used is not None and ncpu and used > float(cores) < ncpu:
+            # it computed on more cores than its calibration ran on (a 2-thread replica, a 1-thread profile): at
+            # best it scales to all the node's, so its bound is the profile's over those, and stays a lower one
+            b, cores = b * float(cores) / ncpu, ncpu
         busy = u.get("busy_fraction")
         up_at = float(u.get("up_at_s") or 0.0)
         window = max(wall - up_at, 1e-9)  # dispatch to a model starts when its replica is up: judged from then
@@ -217,7 +223,8 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int
         eff = b / window if b is not None else None
         reps.append({
             # an idle replica's reasons explain its shortfall; the CPU it got explains a saturated one's
-            **cpu_share(u, eff if not reasons else None, (prof or {}).get("cores")),
+            **cpu_share(u, eff if not reasons else None, cores), "bound_cores": cores,
+            "profile_cores": (prof or {}).get("cores"),
             "replica_id": u["replica_id"], "engine": u["engine"], "model": u["model"], "busy_fraction": busy,
             "prompt_tokens": u["prompt_tokens"], "output_tokens": u["output_tokens"], "bound_s": b,
             "cached_prompt_tokens": int(u.get("cached_prompt_tokens") or 0), "media_items": int(u.get("media_items") or 0),
@@ -245,12 +252,19 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int
     }
 
 
+def _at_cores(r: dict[str, Any]) -> str:
+    pc, bc = r.get("profile_cores"), r.get("bound_cores")
+    if pc and bc and float(bc) != float(pc):
+        return f" (its {float(pc):g}-core profile spread over the node's {float(bc):g}: it used {r['cpu_cores']:.2f})"
+    return ""
+
+
 def report_lines(diag: dict[str, Any]) -> list[str]:
     lines = [f"engines over the inference phase ({diag['inference_s']:.1f} s), from their own counters:"]
     for r in diag["replicas"]:
         busy = "n/a" if r["busy_fraction"] is None else f"{100 * r['busy_fraction']:.0f}%"
-        eff = (f"roofline {r['bound_s']:.1f} s -> efficiency {r['efficiency']:.2f}" if r["bound_s"] is not None
-               else r["no_bound"])  # fmt: skip
+        eff = (f"roofline {r['bound_s']:.1f} s{_at_cores(r)} -> efficiency {r['efficiency']:.2f}"
+               if r["bound_s"] is not None else r["no_bound"])  # fmt: skip
         crit = " [critical path]" if r["replica_id"] == diag["critical_path"] else ""
         up = ""
         if r.get("load_s") is not None:

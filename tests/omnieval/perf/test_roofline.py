@@ -248,3 +248,20 @@ def test_the_federated_bench_config_names_a_calibration_per_cpu_it_was_benched_o
                 for f in (files if isinstance(files, list) else [files])]  # fmt: skip
         assert all(c and c.get("model") for c in cpus), engine
         assert not any(same_cpu(a, b) for i, a in enumerate(cpus) for b in cpus[i + 1:]), engine
+
+
+def test_a_replica_on_more_cores_than_its_calibration_is_bound_at_the_nodes() -> None:
+    """A 2-thread replica judged by a 1-thread profile would get a 'bound' it can beat (efficiency above 1): the
+    bound is the profile's work spread over every core of the node, and the node's core-seconds stay the same."""
+    prof = {**PROFILE, "cores": 1}
+    wide = {**_u("vlm-r1", "transformers", 0.95, 0.0, 49.0, 20_000, 100), "cpu_cores": 1.74, "node_cpus": 2}
+    narrow = {**wide, "replica_id": "alm-r1", "cpu_cores": 0.9}
+    d = diagnose({"inference_s": 50.0, "e2e_s": 55.0, "replica_usage": [wide, narrow]}, {"transformers": prof}, 2)
+    w, n = d["replicas"]
+    full = bound_s(wide, prof)
+    assert n["bound_s"] == pytest.approx(full) and n["bound_cores"] == 1  # within its profile's cores: as measured
+    assert w["bound_s"] == pytest.approx(full / 2) and w["bound_cores"] == 2 and w["profile_cores"] == 1
+    assert w["efficiency"] == pytest.approx(full / 2 / 50.0)
+    assert d["node"]["core_s"] == pytest.approx(2 * full)  # each replica's work counted once, at its cores
+    text = "\n".join(report_lines(d))
+    assert "(its 1-core profile spread over the node's 2: it used 1.74)" in text
