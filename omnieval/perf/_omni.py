@@ -506,17 +506,19 @@ def report(res: dict[str, Any]) -> list[str]:
         rng = r["range"]
         return f"{rm:.2f}x ({rng[0]:.2f}-{rng[1]:.2f})" if rm and rng else "n/a"
 
-    complete = all(m in s["overall"] for m in ("conventional_sequential", "conventional_concurrent", "federated"))
+    complete = all(m in s["overall"] for m in ("conventional_sequential", "federated"))
     for g, d in [*s["modalities"].items(), ("overall", s["overall"])] if complete else []:
-        cs, cc, fd = d["conventional_sequential"], d["conventional_concurrent"], d["federated"]
+        cs, cc, fd = d["conventional_sequential"], d.get("conventional_concurrent"), d["federated"]
+        vs_cc = d.get("speedup_vs_conventional_concurrent")  # absent when --modes left it out
         lines.append(
-            f"{g:8s} e2e: sequential {cs['e2e_s']:.1f} s | concurrent {cc['e2e_s']:.1f} s | federated {fd['e2e_s']:.1f} s"
-            f" -> {fmt(d['speedup_vs_conventional_sequential']['e2e_s'])} vs sequential, "
-            f"{fmt(d['speedup_vs_conventional_concurrent']['e2e_s'])} vs concurrent; inference: "
-            f"{cs['inference_s']:.1f} / {cc['inference_s']:.1f} / {fd['inference_s']:.1f} s -> "
-            f"{fmt(d['speedup_vs_conventional_sequential']['inference_s'])}; tok/s "
-            f"{cs['output_tokens_per_s']:.1f} / {cc['output_tokens_per_s']:.1f} / {fd['output_tokens_per_s']:.1f}"
-        )
+            f"{g:8s} e2e: sequential {cs['e2e_s']:.1f} s" + (f" | concurrent {cc['e2e_s']:.1f} s" if cc else "")
+            + f" | federated {fd['e2e_s']:.1f} s -> {fmt(d['speedup_vs_conventional_sequential']['e2e_s'])} vs "
+            "sequential" + (f", {fmt(vs_cc['e2e_s'])} vs concurrent" if cc and vs_cc else "") + "; inference: "
+            f"{cs['inference_s']:.1f}" + (f" / {cc['inference_s']:.1f}" if cc else "") + f" / {fd['inference_s']:.1f} s"
+            f" -> {fmt(d['speedup_vs_conventional_sequential']['inference_s'])}; tok/s "
+            f"{cs['output_tokens_per_s']:.1f}" + (f" / {cc['output_tokens_per_s']:.1f}" if cc else "")
+            + f" / {fd['output_tokens_per_s']:.1f}"
+        )  # fmt: skip
     if not complete:
         for g, d in [*s["modalities"].items(), ("overall", s["overall"])]:
             lines.append(f"{g:8s} " + " | ".join(f"{m} e2e {v['e2e_s']:.1f} s, inference {v['inference_s']:.1f} s"
