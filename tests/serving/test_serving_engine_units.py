@@ -198,12 +198,18 @@ bad line
 def test_vllm_cpu_env_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
     _, own = split_kwargs({})
     assert cpu_env_defaults(own, cores=[0, 1, 2, 5]) == {
         "VLLM_CPU_KVCACHE_SPACE": "2",
         "VLLM_CPU_OMP_THREADS_BIND": "0-2,5",
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # one worker: inside the engine core, not a third process
     }
+    for several in ({"tensor_parallel_size": 2}, {"pipeline_parallel_size": 2}, {"distributed_executor_backend": "mp"}):
+        args, _ = split_kwargs(several)
+        assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in cpu_env_defaults(own, cores=[0, 1], args=args), several
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "8")  # the user's env wins
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
     assert cpu_env_defaults(own, cores=[0, 1]) == {"VLLM_CPU_OMP_THREADS_BIND": "0-1"}
 
 
