@@ -115,9 +115,29 @@ def cpu_env_defaults(own: dict[str, Any], cores: list[int] | None = None,
     a = args or {}
     one_worker = all(int(a.get(k) or 1) == 1 for k in ("tensor_parallel_size", "pipeline_parallel_size",
                                                         "data_parallel_size"))  # fmt: skip
-    if one_worker and a.get("distributed_executor_backend") in (None, "uni"):
-        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    return {k: v for k, v in env.items() if k not in os.environ}
+    out = {k: v for k, v in env.items() if k not in os.environ}
+    if one_worker and a.get("distributed_executor_backend") in (None, "uni") and \
+            os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0") == "0":  # fmt: skip
+        out["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        # the worker's torch now starts in the engine core, whose OpenMP pool takes OMP_NUM_THREADS as it finds it:
+        # Ray sets 1 in an actor with fractional CPUs, so the worker would compute on one of its bound cores. One
+        # thread per bound core, as vLLM's own worker process gets.
+        bound = _count_cores(os.environ.get("VLLM_CPU_OMP_THREADS_BIND") or env["VLLM_CPU_OMP_THREADS_BIND"])
+        if bound:
+            out["OMP_NUM_THREADS"] = str(bound)
+    return out
+
+
+def _count_cores(spec: str) -> int | None:
+    """Cores in a ``VLLM_CPU_OMP_THREADS_BIND`` list (``0-2,5`` -> 4); None for vLLM's ``auto`` / ``nobind`` or a
+    per-rank list (``|``), which vLLM resolves itself."""
+    if not spec or "|" in spec or not all(c.isdigit() or c in ",-" for c in spec):
+        return None
+    n = 0
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        n += int(hi) - int(lo) + 1 if hi else 1
+    return n
 
 
 def server_flags(args: dict[str, Any]) -> list[str]:

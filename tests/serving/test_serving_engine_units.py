@@ -200,14 +200,20 @@ def test_vllm_cpu_env_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
     _, own = split_kwargs({})
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # what Ray sets in an actor with fractional CPUs
     assert cpu_env_defaults(own, cores=[0, 1, 2, 5]) == {
         "VLLM_CPU_KVCACHE_SPACE": "2",
         "VLLM_CPU_OMP_THREADS_BIND": "0-2,5",
         "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # one worker: inside the engine core, not a third process
+        "OMP_NUM_THREADS": "4",  # ...computing on every bound core, not Ray's one
     }
     for several in ({"tensor_parallel_size": 2}, {"pipeline_parallel_size": 2}, {"distributed_executor_backend": "mp"}):
         args, _ = split_kwargs(several)
-        assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in cpu_env_defaults(own, cores=[0, 1], args=args), several
+        got = cpu_env_defaults(own, cores=[0, 1], args=args)
+        assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in got and "OMP_NUM_THREADS" not in got, several
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "auto")  # vLLM picks the cores: it sizes its threads too
+    assert "OMP_NUM_THREADS" not in cpu_env_defaults(own, cores=[0, 1])
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND")
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "8")  # the user's env wins
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
     assert cpu_env_defaults(own, cores=[0, 1]) == {"VLLM_CPU_OMP_THREADS_BIND": "0-1"}
