@@ -508,16 +508,15 @@ def report(res: dict[str, Any]) -> list[str]:
 
     complete = all(m in s["overall"] for m in ("conventional_sequential", "federated"))
     for g, d in [*s["modalities"].items(), ("overall", s["overall"])] if complete else []:
-        cs, cc, fd = d["conventional_sequential"], d.get("conventional_concurrent"), d["federated"]
-        vs_cc = d.get("speedup_vs_conventional_concurrent")  # absent when --modes left it out
+        seq, vs_cc = d["speedup_vs_conventional_sequential"], d.get("speedup_vs_conventional_concurrent")
+        cols = [(name, d[m]) for name, m in (("sequential", "conventional_sequential"),
+                                             ("concurrent", "conventional_concurrent"), ("federated", "federated"))
+                if m in d]  # the concurrent run is absent when --modes left it out  # fmt: skip
         lines.append(
-            f"{g:8s} e2e: sequential {cs['e2e_s']:.1f} s" + (f" | concurrent {cc['e2e_s']:.1f} s" if cc else "")
-            + f" | federated {fd['e2e_s']:.1f} s -> {fmt(d['speedup_vs_conventional_sequential']['e2e_s'])} vs "
-            "sequential" + (f", {fmt(vs_cc['e2e_s'])} vs concurrent" if cc and vs_cc else "") + "; inference: "
-            f"{cs['inference_s']:.1f}" + (f" / {cc['inference_s']:.1f}" if cc else "") + f" / {fd['inference_s']:.1f} s"
-            f" -> {fmt(d['speedup_vs_conventional_sequential']['inference_s'])}; tok/s "
-            f"{cs['output_tokens_per_s']:.1f}" + (f" / {cc['output_tokens_per_s']:.1f}" if cc else "")
-            + f" / {fd['output_tokens_per_s']:.1f}"
+            f"{g:8s} e2e: " + " | ".join(f"{name} {c['e2e_s']:.1f} s" for name, c in cols)
+            + f" -> {fmt(seq['e2e_s'])} vs sequential" + (f", {fmt(vs_cc['e2e_s'])} vs concurrent" if vs_cc else "")
+            + "; inference: " + " / ".join(f"{c['inference_s']:.1f}" for _, c in cols) + f" s -> {fmt(seq['inference_s'])}"
+            + "; tok/s " + " / ".join(f"{c['output_tokens_per_s']:.1f}" for _, c in cols)
         )  # fmt: skip
     if not complete:
         for g, d in [*s["modalities"].items(), ("overall", s["overall"])]:
