@@ -9,6 +9,7 @@ from typing import Any
 from omnieval.core import ENGINES as _ENGINES
 from omnieval.core import Registry
 from serving._convert import gguf_to_hf
+from serving._cpu import node_cpu_s
 from serving._engine import Engine
 from serving._factory import build_engine
 from serving._features import EngineFeatures, declared
@@ -89,6 +90,7 @@ __all__ = [
     "find_llama_server",
     "free_port",
     "gguf_to_hf",
+    "node_cpu_s",
     "parse_chat_completion",
     "parse_completion",
     "parse_scores",

@@ -21,6 +21,7 @@ from serving._engine import split_passthrough
 from serving._features import EngineFeatures, hf_features
 from serving._managed import ServerEngine, cli_flags
 from serving._scoring import checkpoint_prefix_token
+from serving._source_fields import dataclass_fields
 from serving._vllm import has_cuda_device
 
 SGLANG_PIP = "pip install 'omnieval[sglang]'"
@@ -48,6 +49,19 @@ OWN_OPTIONS: dict[str, Any] = {"server_args": {}, "convert_dtype": "bfloat16"}
 def split_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(ServerArgs fields, own options); an unknown key is a user error listing the allowed ones."""
     return split_passthrough("sglang", kwargs, SERVER_ARGS, OWN_OPTIONS, extra_key="server_args", what="ServerArgs")
+
+
+def server_arg_fields() -> set[str]:
+    """The installed SGLang's ``ServerArgs`` fields, from its source (``serving._source_fields``); empty (no check)
+    when neither the source nor the import gives them."""
+    fields = dataclass_fields("sglang", "srt/server_args.py", "ServerArgs")
+    if fields is None:
+        try:
+            from sglang.srt.server_args import ServerArgs
+        except ImportError:
+            return set()
+        fields = set(getattr(ServerArgs, "__dataclass_fields__", {}))
+    return fields
 
 
 def server_flags(args: dict[str, Any]) -> list[str]:
@@ -92,12 +106,7 @@ class SGLangEngine(ServerEngine):
         self._version = f"sglang {importlib.metadata.version('sglang')}"
         self.checkpoint = await asyncio.to_thread(resolve_checkpoint, self.model_path, name=self._stats.model,
                                                   dtype=self.own["convert_dtype"])  # fmt: skip
-        try:
-            from sglang.srt.server_args import ServerArgs
-
-            fields = set(getattr(ServerArgs, "__dataclass_fields__", {}))
-        except ImportError:
-            fields = set()
+        fields = server_arg_fields()
         bad = set(self.args) - fields if fields else set()
         if bad:
             raise OmnievalUserError(f"engine 'sglang': this sglang's ServerArgs has no field(s) {sorted(bad)}")

@@ -24,6 +24,7 @@ from serving._engine import split_passthrough
 from serving._features import EngineFeatures, hf_features
 from serving._managed import ServerEngine, cli_flags
 from serving._scoring import checkpoint_prefix_token
+from serving._source_fields import dataclass_fields
 from serving._types import EngineStats
 
 # AsyncEngineArgs fields accepted as engine_kwargs (None: leave vLLM's default). Anything else goes in
@@ -82,6 +83,17 @@ def engine_args_dict(model_dir: str, args: dict[str, Any], fields: set[str] | No
         if bad:
             raise OmnievalUserError(f"engine 'vllm': this vLLM's AsyncEngineArgs has no field(s) {sorted(bad)}")
     return out
+
+
+def engine_arg_fields() -> set[str]:
+    """The installed vLLM's ``AsyncEngineArgs`` fields, from its source (``serving._source_fields``: the import costs
+    the replica seconds of CPU before its server starts)."""
+    fields = dataclass_fields("vllm", "engine/arg_utils.py", "AsyncEngineArgs")
+    if fields is None:  # a layout the parser does not know: the same answer, the slow way
+        from vllm.engine.arg_utils import AsyncEngineArgs
+
+        fields = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+    return fields
 
 
 def _core_ranges(cores: list[int]) -> str:
@@ -196,10 +208,7 @@ class VLLMEngine(ServerEngine):
         self._version = f"vllm {_installed_version() or 'unknown'}"
         self.checkpoint = await asyncio.to_thread(resolve_checkpoint, self.model_path, name=self._stats.model,
                                                   dtype=self.own["convert_dtype"])  # fmt: skip
-        from vllm.engine.arg_utils import AsyncEngineArgs
-
-        fields = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
-        engine_args_dict(self.checkpoint, self.args, fields)  # a typo fails here, with the allowed names
+        engine_args_dict(self.checkpoint, self.args, engine_arg_fields())  # a typo fails here, with the allowed names
         await super().start()
         self._stats.prefix_token_id = checkpoint_prefix_token(self.checkpoint)
         self._stats.tokenizer_dir = self.checkpoint if Path(self.checkpoint).is_dir() else None

@@ -20,6 +20,7 @@ from typing import Any
 
 from omnieval.core import SuiteConfig
 from omnieval.perf._common import median
+from omnieval.perf._node_cpu import NodeCpuWatcher, others
 
 
 def _threads_of(suite: SuiteConfig, threads_total: int) -> SuiteConfig:
@@ -91,7 +92,7 @@ def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = No
     with tempfile.TemporaryDirectory(prefix="omnieval-bench-fed-") as out:
         t0 = time.monotonic()
         t0_wall = time.time()
-        with _CheckpointWatcher(Path(out)) as watch:
+        with _CheckpointWatcher(Path(out)) as watch, NodeCpuWatcher() as node_cpu:
             res = run_suite(sub, output_dir=out, show_progress=False, keep_pool=True)
         e2e = time.monotonic() - t0
         t_end_wall = time.time()
@@ -124,6 +125,12 @@ def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = No
     # write after them is not timed and makes this start a little early, i.e. the window a little long)
     t_inf0 = t_end_wall - tm.get("inference_s", 0.0) - tm.get("scoring_s", 0.0) - tm.get("verifier_s", 0.0)
     threads = {m.name: int(m.engine_kwargs.get("threads") or 1) for m in sub.models}
+    t_inf = tm.get("inference_start_unix", t_inf0)
+    usage = [u.model_dump() for u in res.manifest.replica_usage]
+    for u in usage:  # who else used the node while the replica's CPU was counted (its ``cpu_cores`` window)
+        span = cpu_window([s for s in timeline_samples if s.replica_id == u["replica_id"]], t_inf, t_inf + wall)
+        got = node_cpu.window(*span) if span else None
+        u["node_others"] = others(got["cores"], u["replica_id"]) if got else None
     return {
         "wall_s": wall,
         "e2e_s": e2e,
@@ -143,15 +150,28 @@ def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = No
             for s in stats
         ],  # fmt: skip
         "predictions": {f"{r.model}/{r.benchmark}/{r.index}": r.prediction for r in recs},
-        "t_start": t0_wall, "t_inference_start": tm.get("inference_start_unix", t_inf0), "probe": probed,
-        "replica_usage": [u.model_dump() for u in res.manifest.replica_usage],
+        "t_start": t0_wall, "t_inference_start": t_inf, "probe": probed,
+        "replica_usage": usage,
         "timeline": [s.model_dump() for s in timeline_samples],
         "timings": dict(tm),
+        "node_cpu": node_cpu.run_total(),
         "done_at": done_at,
         "by_benchmark": _by_benchmark(
             [(r.benchmark, r.output.usage.completion_tokens if r.output and r.output.usage else 0) for r in recs]
         ),  # fmt: skip
     }
+
+
+def cpu_window(samples: list[Any], start: float, end: float) -> tuple[float, float] | None:
+    """The span ``_replica_usage.summarize`` counts a replica's CPU over: from its last sample before the phase (its
+    first inside when it came up later) to its last inside."""
+    ts = sorted(s.t for s in samples)
+    inside = [t for t in ts if start <= t <= end]
+    before = [t for t in ts if t < start]
+    if not inside:
+        return None
+    first = before[-1] if before else inside[0]
+    return (first, inside[-1]) if inside[-1] > first else None
 
 
 def _by_benchmark(pairs: list[tuple[str, int]]) -> dict[str, dict[str, int]]:

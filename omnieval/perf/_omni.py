@@ -321,7 +321,7 @@ def _federated_row(r: dict[str, Any], rep: int, ray_init_s: float, modality: dic
         "output_tokens_per_s": r["output_tokens"] / max(r["wall_s"], 1e-9),
         "engine_utilisation": r["wall_s"] / max(e2e, 1e-9), "pool_up_s": r["pool_up_s"], "by_modality": per,
         "engines": engines, "replica_usage": r.get("replica_usage"), "timeline": r.get("timeline"),
-        "timings": r.get("timings"),
+        "timings": r.get("timings"), "node_cpu": r.get("node_cpu"),
     }  # fmt: skip
 
 

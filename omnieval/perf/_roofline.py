@@ -146,8 +146,12 @@ def cpu_share(u: dict[str, Any], efficiency: float | None, cores: float | None) 
         return out
     others = ""
     if node_busy is not None and cpus:
+        named = u.get("node_others")
+        who = (" (clients, framework actors, other engines, Ray)" if named is None else  # results saved before
+               ": " + (", ".join(f"{o['name']} {o['cores']:.2f}" for o in named) or "no process above 0.01")
+               + " (by process, each with the engines and servers it started; the rest ended or is the kernel's)")
         others = (f"; the node was busy {node_busy:.2f} of its {cpus} cores, {max(0.0, node_busy - used):.2f} of them "
-                  "other work (clients, framework actors, other engines, Ray)")  # fmt: skip
+                  f"other work{who}")  # fmt: skip
     verdict = ("the shortfall is the CPU it did not get" if per_core >= BUSY_TARGET else
                "it had the CPU yet fell short: its time went to work the bound does not charge (front-end "
                "preprocessing, scheduling gaps)")  # fmt: skip
@@ -249,7 +253,22 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int
         "startup_and_tail_s": float(row["e2e_s"]) - wall,
         "pool_up_s": tm.get("pool_up_s"),
         "slowest_load_s": max(loads) if loads else None,
+        "node_cpu": row.get("node_cpu"),
     }
+
+
+def node_cpu_line(nc: dict[str, Any], top: int = 6) -> str:
+    """The whole run's CPU by process: on a node busy nearly all the time, no schedule ends sooner; less work does."""
+    avail = float(nc["span_s"]) * int(nc["cpus"])
+    share = float(nc["busy_core_s"]) / avail if avail > 0 else 0.0
+    groups = nc["groups"][:top]
+    rest = sum(g["core_s"] for g in nc["groups"][top:])
+    who = ", ".join(f"{g['name']} {g['core_s']:.1f}" for g in groups) + (f", the rest {rest:.1f}" if rest else "")
+    verdict = (": CPU-bound, so the run ends sooner only with less CPU work (loads, imports, control loops), not a "
+               "better schedule" if share >= BUSY_TARGET else "")  # fmt: skip
+    return (f"node CPU over the run ({nc['cpus']} cores x {nc['span_s']:.1f} s = {avail:.0f} core-s): busy "
+            f"{nc['busy_core_s']:.0f} core-s ({100 * share:.0f}%){verdict}; by process (core-s, each with what it "
+            f"started): {who}")  # fmt: skip
 
 
 def _at_cores(r: dict[str, Any]) -> str:
@@ -291,6 +310,8 @@ def report_lines(diag: dict[str, Any]) -> list[str]:
             lines.append(f"  calibration for {c['engine']} ({c['file']}): {c['note']}: its bounds are not this "
                          "machine's (omnieval bench federated --calibrate measures them here; list its JSON beside this one "
                          "under the config's calibration and later runs on this CPU use it)")  # fmt: skip
+    if diag.get("node_cpu"):
+        lines.append(node_cpu_line(diag["node_cpu"]))
     pu, sl = diag.get("pool_up_s"), diag.get("slowest_load_s")
     lines.append(f"start-up + tail (end to end minus inference): {diag['startup_and_tail_s']:.1f} s"
                  + (f"; the slowest engine's own load: {sl:.1f} s" if sl is not None else "")

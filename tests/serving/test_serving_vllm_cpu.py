@@ -131,3 +131,21 @@ def test_vllm_replica_in_serve(smollm_gguf: Path, timing) -> None:
     finally:
         serve.shutdown()
         ray.shutdown()
+
+
+def test_engine_arg_names_from_the_source_are_the_installed_vllms() -> None:
+    """The replica checks engine_kwargs against names parsed from vLLM's source (the import costs seconds before the
+    server starts): they must be exactly the installed AsyncEngineArgs dataclass's."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    from serving._source_fields import dataclass_fields
+
+    parsed = dataclass_fields("vllm", "engine/arg_utils.py", "AsyncEngineArgs")
+    assert parsed == {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+    from omnieval.core import OmnievalUserError
+    from serving._vllm import engine_arg_fields, engine_args_dict
+
+    with pytest.raises(OmnievalUserError, match=r"has no field\(s\) \['max_model_lenn'\]"):
+        engine_args_dict("/m", {"max_model_lenn": 4096}, engine_arg_fields())

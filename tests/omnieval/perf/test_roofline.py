@@ -265,3 +265,26 @@ def test_a_replica_on_more_cores_than_its_calibration_is_bound_at_the_nodes() ->
     assert d["node"]["core_s"] == pytest.approx(2 * full)  # each replica's work counted once, at its cores
     text = "\n".join(report_lines(d))
     assert "(its 1-core profile spread over the node's 2: it used 1.74)" in text
+
+
+def test_the_other_work_is_named_by_process_when_the_run_measured_it() -> None:
+    """A run with the bench's per-process sampling names who took the node's CPU; a result saved before it keeps
+    the generic list."""
+    u = {**_u("vlm-r1", "vllm", 0.97, 0.5, 99.0, 60_000, 1_600), "cpu_cores": 1.2, "node_busy_cores": 1.95,
+         "node_cpus": 2, "node_others": [{"name": "ray::FrameworkClient", "cores": 0.41},
+                                         {"name": "raylet", "cores": 0.12}]}  # fmt: skip
+    (r,) = diagnose({"inference_s": 100.0, "e2e_s": 110.0, "replica_usage": [u]},
+                    {"vllm": {**PROFILE, "cores": 2}})["replicas"]  # fmt: skip
+    assert "0.75 of them other work: ray::FrameworkClient 0.41, raylet 0.12 (by process" in r["cpu_note"]
+    assert "clients, framework actors" not in r["cpu_note"]
+
+
+@pytest.mark.parametrize(("busy", "bound"), [(190.0, True), (120.0, False)])
+def test_the_run_cpu_line_calls_a_busy_node_cpu_bound(busy: float, bound: bool) -> None:
+    nc = {"span_s": 100.0, "cpus": 2, "busy_core_s": busy,
+          "groups": [{"name": f"g{i}", "core_s": 10.0 - i} for i in range(8)]}  # fmt: skip
+    d = diagnose({"inference_s": 80.0, "e2e_s": 100.0, "replica_usage": [], "node_cpu": nc}, {})
+    (line,) = [x for x in report_lines(d) if x.startswith("node CPU over the run")]
+    assert f"= 200 core-s): busy {busy:.0f} core-s ({busy / 2:.0f}%)" in line
+    assert ("CPU-bound" in line) is bound
+    assert "g0 10.0, g1 9.0" in line and "g5 5.0, the rest 7.0" in line and "g6" not in line

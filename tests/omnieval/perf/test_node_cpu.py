@@ -1,0 +1,65 @@
+"""The bench's per-process CPU attribution: who took the node's cores while an engine was counted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from omnieval.perf._federated import cpu_window
+from omnieval.perf._node_cpu import NodeCpuWatcher, _Proc, cores_by_group, group_of, others
+
+linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="the kernel's /proc accounting is Linux's")
+HZ = float(os.sysconf("SC_CLK_TCK"))
+
+
+def _procs(**ticks: int) -> dict[int, _Proc]:
+    """raylet(1) > ray::ServeReplica:vlm-r1(2) > VLLM::EngineCore(3); ray::PoolClient(4) > python -m x(5)."""
+    tree = {1: (0, "raylet"), 2: (1, "ray::ServeReplica:vlm-r1:EngineReplica"), 3: (2, "VLLM::EngineCore"),
+            4: (1, "ray::PoolClient"), 5: (4, "python -m x")}  # fmt: skip
+    return {pid: _Proc(ppid=pp, ticks=ticks.get(f"p{pid}", 0), title=t) for pid, (pp, t) in tree.items()}
+
+
+def test_a_process_is_charged_to_its_nearest_ray_actor() -> None:
+    procs = _procs()
+    assert group_of(3, procs) == "ray::ServeReplica:vlm-r1:EngineReplica"
+    assert group_of(5, procs) == "ray::PoolClient"
+    assert group_of(1, procs) == "raylet"
+
+
+def test_cores_per_group_over_a_window_and_the_engines_own_left_out() -> None:
+    a = (100.0, _procs(p1=10, p3=50, p4=5))
+    b = (102.0, _procs(p1=10 + int(0.2 * HZ), p3=50 + int(3 * HZ), p4=5 + int(0.5 * HZ), p5=int(0.3 * HZ)))
+    got = cores_by_group(a, b)  # p5 was born inside: counted from 0
+    assert got["ray::ServeReplica:vlm-r1:EngineReplica"] == pytest.approx(1.5, abs=0.01)
+    assert got["ray::PoolClient"] == pytest.approx(0.4, abs=0.01)
+    assert [o["name"] for o in others(got, "vlm-r1")] == ["ray::PoolClient", "raylet"]
+
+
+def test_the_cpu_window_is_the_one_the_usage_summary_counts() -> None:
+    class S:
+        def __init__(self, t: float) -> None:
+            self.t = t
+
+    assert cpu_window([S(t) for t in (5, 9, 12, 20, 31)], 10.0, 30.0) == (9, 20)  # from the last sample before
+    assert cpu_window([S(t) for t in (14, 20)], 10.0, 30.0) == (14, 20)  # up inside the phase: from its first
+    assert cpu_window([S(t) for t in (5, 31)], 10.0, 30.0) is None
+
+
+@linux
+def test_a_busy_child_is_measured_and_charged_to_its_parent_once_it_ended() -> None:
+    """A real process spinning ~1.5 s: seen live, then (reaped) in this process's own count."""
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass"
+    with NodeCpuWatcher(period_s=0.2) as w:
+        subprocess.run([sys.executable, "-c", spin], check=True)
+    got = w.window(w.samples[0][0], w.samples[-1][0])
+    assert got is not None
+    span = got["to"] - got["from"]
+    mine = max(got["cores"].items(), key=lambda kv: kv[1])
+    assert mine[1] * span == pytest.approx(1.5, abs=0.4), got["cores"]
+    total = w.run_total()
+    assert total is not None and total["busy_core_s"] >= 1.0  # the node's own count saw the spin too
+    assert total["groups"][0]["name"] == mine[0] and total["groups"][0]["core_s"] == pytest.approx(1.5, abs=0.4)
