@@ -36,6 +36,11 @@ MAX_RETIRED = 256
 MAX_EVENTS = 512
 """Replica failure events kept for drivers to read (``events``)."""
 CLIENT_TTL_S = 3.0
+SIBLING_HINT_S = 1.0
+"""How long a model's limit is split among all the run's clients (``SyncRequest.siblings``) before only those that
+reported work for it count: long enough for every client handed its first chunks to sync (every 0.2 s), short enough
+that a model whose few Records went to one client (11 audio samples in one chunk of 16) gets the replica's whole
+limit, not half of it for the whole run."""
 """A client that has not synced for this long no longer takes a share of a model's replicas (nor counts in flight)."""
 
 
@@ -83,6 +88,7 @@ class PoolController:
         self._limiters: dict[str, GradientLimiter] = {}  # replica id -> its concurrency limit, shared by all clients
         self._client_seen: dict[str, dict[str, float]] = {}  # model -> client -> last active sync
         self._siblings: dict[str, int] = {}  # client -> how many clients its run started
+        self._sibling_hint_until: dict[str, float] = {}  # model -> until when ``_siblings`` splits its limit
         self._client_inflight: dict[str, dict[str, int]] = {}  # replica id -> client -> in flight at its last sync
         self._engine_inflight: dict[str, int] = {}  # replica id -> in flight as the engine reported it
         self._served: dict[str, EngineStats] = {}  # replica id -> what clients observed it serve (direct HTTP too)
@@ -461,6 +467,8 @@ class PoolController:
         with self._lock:
             seen = self._client_seen.setdefault(req.model, {})
             if req.active:
+                if not any(now - t <= CLIENT_TTL_S for t in seen.values()):  # the model's work (re)starts
+                    self._sibling_hint_until[req.model] = now + SIBLING_HINT_S
                 seen[req.client] = now
                 self._siblings[req.client] = req.siblings
             else:
@@ -492,7 +500,8 @@ class PoolController:
                                      peak_in_flight=load.peak_in_flight + others)  # fmt: skip
                 self._limiter(load.replica_id, info, req).observe(window)
                 info.in_flight = self._in_flight(load.replica_id)
-            n_clients = max(1, len(seen), *(self._siblings.get(c, 1) for c in seen))
+            hint = now < self._sibling_hint_until.get(req.model, 0.0)
+            n_clients = max(1, len(seen), *(self._siblings.get(c, 1) if hint else 1 for c in seen))
             burst = self._bursts.get(req.model)
             states = [r.state for r in self._replicas.values() if r.model == req.model] if burst is not None else []
             out = []

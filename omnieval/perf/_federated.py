@@ -46,6 +46,7 @@ class _CheckpointWatcher:
         self.out_dir, self.period_s = out_dir, period_s
         self.arrivals: list[float] = []  # wall-clock time at which line i was first seen
         self.last_by_benchmark: dict[str, float] = {}  # when each benchmark's latest Record was seen
+        self._offset, self._tail = 0, b""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="bench-ckpt-watch")
 
@@ -59,17 +60,25 @@ class _CheckpointWatcher:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):
-            now = time.time()
-            files = list(self.out_dir.glob("*/records.partial.jsonl"))
-            if not files:
-                continue
-            with open(files[0], "rb") as f:
-                lines = f.read().split(b"\n")[:-1]
-            for ln in lines[len(self.arrivals):]:
-                bench = json.loads(ln).get("benchmark")
-                if bench:
-                    self.last_by_benchmark[bench] = now
-            self.arrivals += [now] * (len(lines) - len(self.arrivals))
+            self.look()
+
+    def look(self) -> None:
+        """One look at the checkpoint, reading on from where the last stopped (the watch shares the benched node's
+        CPU: re-reading the whole file 20 times a second would charge the run for it)."""
+        now = time.time()
+        files = list(self.out_dir.glob("*/records.partial.jsonl"))
+        if not files:
+            return
+        with open(files[0], "rb") as f:
+            f.seek(self._offset)
+            chunk = f.read()
+        self._offset += len(chunk)
+        *lines, self._tail = (self._tail + chunk).split(b"\n")  # a line still being written waits for its newline
+        for ln in lines:
+            bench = json.loads(ln).get("benchmark")
+            if bench:
+                self.last_by_benchmark[bench] = now
+        self.arrivals += [now] * len(lines)
 
     def active_window(self, latencies: list[float]) -> float | None:
         """Last arrival minus the earliest implied dispatch (arrival − latency, in checkpoint order)."""
