@@ -211,13 +211,13 @@ def test_report_reprints_a_saved_result_as_the_readme_quotes_it(tmp_path: Path, 
 
 def test_the_readmes_same_engine_rows_are_the_saved_same_engine_run(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
-    """The README quotes the same-engine rows (one 2-thread replica per model) from their own saved run: every
-    modality's ratio and the overall one, as ``--report`` prints them."""
+    """The README quotes the same-engine rows (one 2-thread replica per model) from the saved Xeon run (the same
+    invocation as its cross-engine row): every modality's ratio and the overall one, as ``--report`` prints them."""
     import shutil
 
     from omnieval.perf import cli_main
 
-    saved = shutil.copy(REPO / "docs/bench-federated-same-engine.json", tmp_path / "r.json")
+    saved = shutil.copy(REPO / "docs/bench-federated-xeon.json", tmp_path / "r.json")
     assert cli_main(["federated", "--report", str(saved)]) == 0
     out = capsys.readouterr().out
     readme = (REPO / "README.md").read_text().replace("**", "")
@@ -308,3 +308,8 @@ def test_the_readmes_xeon_row_is_the_saved_xeon_run(tmp_path: Path, capsys: pyte
     assert f"{ratio} vs sequential" in readme and "concurrent" not in cross
     ceiling = next(ln for ln in out.splitlines() if ln.startswith("ceiling:"))
     assert f"at most {ceiling.split('at most ')[1].split('x')[0]}×" in readme
+    lines = out.splitlines()
+    node = next(ln for ln in lines[lines.index("median federated repeat:"):] if ln.startswith("node CPU over the run"))
+    avail, busy = node.split(" = ")[1].split(" core-s")[0], node.split("busy ")[1].split(" core-s")[0]
+    share = node.split("core-s (")[1].split("%")[0]
+    assert f"busy {busy} of its {avail} core-seconds ({share} %)" in readme, node
