@@ -36,12 +36,12 @@ MAX_RETIRED = 256
 MAX_EVENTS = 512
 """Replica failure events kept for drivers to read (``events``)."""
 CLIENT_TTL_S = 3.0
+"""A client that has not synced for this long no longer takes a share of a model's replicas (nor counts in flight)."""
 SIBLING_HINT_S = 1.0
 """How long a model's limit is split among all the run's clients (``SyncRequest.siblings``) before only those that
 reported work for it count: long enough for every client handed its first chunks to sync (every 0.2 s), short enough
 that a model whose few Records went to one client (11 audio samples in one chunk of 16) gets the replica's whole
 limit, not half of it for the whole run."""
-"""A client that has not synced for this long no longer takes a share of a model's replicas (nor counts in flight)."""
 
 
 def fingerprint(model: ModelConfig) -> str:
