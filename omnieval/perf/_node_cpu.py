@@ -131,7 +131,6 @@ class NodeCpuWatcher:
             return None
         return {"from": a[0], "to": b[0], "cores": cores_by_group(a, b)}
 
-
     def run_total(self) -> dict[str, Any] | None:
         """Core-seconds per group over the whole watch, busiest first, and the node's busy core-seconds (``/proc/stat``:
         what no process could be charged, e.g. one that ended unreaped, is their difference)."""
