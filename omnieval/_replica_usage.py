@@ -179,6 +179,18 @@ class UsageSampler:
             log.debug("usage sample failed: %r", e)
 
 
+def cpu_span(ss: list[UsageSample], start: float, end: float) -> tuple[UsageSample, UsageSample] | None:
+    """The two samples (one replica's, in time order) its CPU use over [start, end] is counted between: CPU counts
+    from the process's start (its load too), so from its last sample before the phase (its first inside when it came
+    up later) to its last inside; None without two such samples apart."""
+    inside = [s for s in ss if start <= s.t <= end]
+    before = [s for s in ss if s.t < start]
+    if not inside:
+        return None
+    first = before[-1] if before else inside[0]
+    return (first, inside[-1]) if inside[-1].t > first.t else None
+
+
 def summarize(samples: list[UsageSample], start: float, end: float,
               startup: dict[str, Startup] | None = None) -> list[ReplicaUsage]:  # fmt: skip
     """Per replica over [start, end] (unix times); counters are differences across the window, taken from the
@@ -201,14 +213,12 @@ def summarize(samples: list[UsageSample], start: float, end: float,
         def delta(field: str, last: UsageSample = last, base: UsageSample | None = base) -> int:
             return int(getattr(last, field) - (getattr(base, field) if base else 0))
 
-        # CPU counts from the process's start (its load too): the window opens at the replica's first sample
-        cpu_from = base or (inside[0] if inside else None)
-
-        def cores(field: str, last: UsageSample = last, first: UsageSample | None = cpu_from) -> float | None:
-            a, b = (getattr(first, field), getattr(last, field)) if first is not None else (None, None)
-            if a is None or b is None or first is None or last.t - first.t <= 0:
+        def cores(field: str, span: tuple[UsageSample, UsageSample] | None = cpu_span(ss, start, end)) -> float | None:
+            if span is None:
                 return None
-            return float(b - a) / (last.t - first.t)
+            first, last = span
+            a, b = getattr(first, field), getattr(last, field)
+            return None if a is None or b is None else float(b - a) / (last.t - first.t)
 
         out.append(ReplicaUsage(
             replica_id=rid, model=ss[0].model, engine=ss[0].engine, samples=len(inside),

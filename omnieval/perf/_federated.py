@@ -125,7 +125,7 @@ def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = No
         # engine's server never pass the replica process, whose own busy time would read 0
         retired = ray.get(ctl.retired.remote())
         stats = [retired[i].stats for i in ids if i in retired and retired[i].stats is not None]
-        from omnieval._replica_usage import read_timeline
+        from omnieval._replica_usage import cpu_span, read_timeline
 
         timeline_samples = read_timeline(res.run_dir)  # before the run directory goes
     wall = res.manifest.timings["inference_s"]
@@ -137,8 +137,9 @@ def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = No
     t_inf = tm.get("inference_start_unix", t_inf0)
     usage = [u.model_dump() for u in res.manifest.replica_usage]
     for u in usage:  # who else used the node while the replica's CPU was counted (its ``cpu_cores`` window)
-        span = cpu_window([s for s in timeline_samples if s.replica_id == u["replica_id"]], t_inf, t_inf + wall)
-        got = node_cpu.window(*span) if span else None
+        span = cpu_span(sorted((s for s in timeline_samples if s.replica_id == u["replica_id"]), key=lambda s: s.t),
+                        t_inf, t_inf + wall)  # fmt: skip
+        got = node_cpu.window(span[0].t, span[1].t) if span else None
         u["node_others"] = others(got["cores"], u["replica_id"]) if got else None
     return {
         "wall_s": wall,
@@ -169,18 +170,6 @@ def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = No
             [(r.benchmark, r.output.usage.completion_tokens if r.output and r.output.usage else 0) for r in recs]
         ),  # fmt: skip
     }
-
-
-def cpu_window(samples: list[Any], start: float, end: float) -> tuple[float, float] | None:
-    """The span ``_replica_usage.summarize`` counts a replica's CPU over: from its last sample before the phase (its
-    first inside when it came up later) to its last inside."""
-    ts = sorted(s.t for s in samples)
-    inside = [t for t in ts if start <= t <= end]
-    before = [t for t in ts if t < start]
-    if not inside:
-        return None
-    first = before[-1] if before else inside[0]
-    return (first, inside[-1]) if inside[-1] > first else None
 
 
 def _by_benchmark(pairs: list[tuple[str, int]]) -> dict[str, dict[str, int]]:

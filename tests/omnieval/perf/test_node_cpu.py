@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from omnieval.perf._federated import cpu_window
+from omnieval._replica_usage import UsageSample, cpu_span
 from omnieval.perf._node_cpu import NodeCpuWatcher, _Proc, cores_by_group, group_of, others
 
 linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="the kernel's /proc accounting is Linux's")
@@ -40,13 +40,16 @@ def test_cores_per_group_over_a_window_and_the_engines_own_left_out() -> None:
 
 
 def test_the_cpu_window_is_the_one_the_usage_summary_counts() -> None:
-    class S:
-        def __init__(self, t: float) -> None:
-            self.t = t
+    """The bench names the other work over the window the replica's own ``cpu_cores`` is counted over."""
 
-    assert cpu_window([S(t) for t in (5, 9, 12, 20, 31)], 10.0, 30.0) == (9, 20)  # from the last sample before
-    assert cpu_window([S(t) for t in (14, 20)], 10.0, 30.0) == (14, 20)  # up inside the phase: from its first
-    assert cpu_window([S(t) for t in (5, 31)], 10.0, 30.0) is None
+    def ts(times: tuple[int, ...]) -> tuple[float, float] | None:
+        span = cpu_span([UsageSample(t=t, replica_id="r", model="m", engine="e", in_flight=0, queue_depth=0, slots=1,
+                                     prompt_tokens=0, output_tokens=0, completed=0) for t in times], 10.0, 30.0)  # fmt: skip
+        return (span[0].t, span[1].t) if span else None
+
+    assert ts((5, 9, 12, 20, 31)) == (9, 20)  # from the last sample before
+    assert ts((14, 20)) == (14, 20)  # up inside the phase: from its first
+    assert ts((5, 31)) is None
 
 
 @linux
