@@ -56,6 +56,7 @@ OWN_OPTIONS: dict[str, Any] = {
     "convert_dtype": "bfloat16",  # dtype of the checkpoint converted from a GGUF
     "cpu_kvcache_space_gib": 2,  # VLLM_CPU_KVCACHE_SPACE default without a GPU (2 GiB ≈ 93k tokens, SmolLM2)
     "cpu_omp_threads_bind": None,  # VLLM_CPU_OMP_THREADS_BIND default without a GPU; None: all usable cores
+    "cpu_omp_wait_policy": "passive",  # OMP_WAIT_POLICY without a GPU (cpu_env_defaults says why); None: OpenMP's
 }
 
 
@@ -115,7 +116,15 @@ def cpu_env_defaults(own: dict[str, Any], cores: list[int] | None = None,
 
     Why the last: on CPU vLLM otherwise runs its single worker as a third process beside the API server and the
     engine core, which imports torch and vLLM again; measured on a 2-core Xeon with the plumbing VLM, ready in
-    23.3-23.8 s instead of 32.5-33.3 s, and 32 concurrent chat requests at 454-533 output tok/s instead of 441-456."""
+    23.3-23.8 s instead of 32.5-33.3 s, and 32 concurrent chat requests at 454-533 output tok/s instead of 441-456.
+
+    Why OpenMP's threads wait passively (``cpu_omp_wait_policy``): vLLM binds one thread per core and, by default,
+    a thread that reaches a barrier first spins for the others. When anything else runs on one of those cores (a
+    second replica, a framework client, vLLM's own API server), the thread there is descheduled for a time slice
+    while its partner spins, at every one of the hundreds of barriers of a step. Measured on a 2-core Xeon, 48 chat
+    requests (17k prompt, 3k output tokens) on the plumbing VLM beside one single-threaded torch loop: 114.7 s with
+    spinning, 23.8 s passive; with the node to itself 13.9-14.5 s spinning, 16.6 s passive. A replica is rarely alone
+    on a CPU node, so passive is the default; ``active`` (or ``OMP_WAIT_POLICY`` in the environment) for one that is."""
     if cores is None:
         cores = (
             sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
@@ -124,6 +133,12 @@ def cpu_env_defaults(own: dict[str, Any], cores: list[int] | None = None,
         "VLLM_CPU_KVCACHE_SPACE": str(own["cpu_kvcache_space_gib"]),
         "VLLM_CPU_OMP_THREADS_BIND": str(own["cpu_omp_threads_bind"] or _core_ranges(cores)),
     }
+    policy = own.get("cpu_omp_wait_policy")
+    if policy is not None:
+        if str(policy).lower() not in ("passive", "active"):
+            raise OmnievalUserError(f"engine 'vllm': cpu_omp_wait_policy is {policy!r}; use 'passive', 'active' or "
+                                    "null (OpenMP's own default)")
+        env["OMP_WAIT_POLICY"] = str(policy).upper()
     a = args or {}
     one_worker = all(int(a.get(k) or 1) == 1 for k in ("tensor_parallel_size", "pipeline_parallel_size",
                                                         "data_parallel_size"))  # fmt: skip

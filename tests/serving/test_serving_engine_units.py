@@ -199,6 +199,7 @@ def test_vllm_cpu_env_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     _, own = split_kwargs({})
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # what Ray sets in an actor with fractional CPUs
     assert cpu_env_defaults(own, cores=[0, 1, 2, 5]) == {
@@ -206,6 +207,7 @@ def test_vllm_cpu_env_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         "VLLM_CPU_OMP_THREADS_BIND": "0-2,5",
         "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # one worker: inside the engine core, not a third process
         "OMP_NUM_THREADS": "4",  # ...computing on every bound core, not Ray's one
+        "OMP_WAIT_POLICY": "PASSIVE",  # no spinning at barriers while another process holds a bound core
     }
     for several in ({"tensor_parallel_size": 2}, {"pipeline_parallel_size": 2}, {"distributed_executor_backend": "mp"}):
         args, _ = split_kwargs(several)
@@ -216,7 +218,16 @@ def test_vllm_cpu_env_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND")
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "8")  # the user's env wins
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     assert cpu_env_defaults(own, cores=[0, 1]) == {"VLLM_CPU_OMP_THREADS_BIND": "0-1"}
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    for policy, want in (("active", {"OMP_WAIT_POLICY": "ACTIVE"}), (None, {})):
+        _, own = split_kwargs({"cpu_omp_wait_policy": policy})
+        got = cpu_env_defaults(own, cores=[0, 1])
+        assert {k: v for k, v in got.items() if k == "OMP_WAIT_POLICY"} == want, policy
+    _, own = split_kwargs({"cpu_omp_wait_policy": "sleepy"})
+    with pytest.raises(OmnievalUserError, match="cpu_omp_wait_policy is 'sleepy'"):
+        cpu_env_defaults(own, cores=[0, 1])
 
 
 def test_vllm_pip_lines() -> None:
