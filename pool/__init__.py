@@ -6,6 +6,7 @@ from pool._cache import CacheLookup, ResponseCache, cache_key, default_cache_pat
 from pool._client import EvalClient
 from pool._controller import CONTROLLER_NAME, NAMESPACE, PoolController, fingerprint, get_controller, start_serve_early
 from pool._dispatch import Dispatcher, NoReplicaAvailable
+from pool._nice import yield_cpu
 from pool._starts import ModelStarts
 from pool._types import ChunkResult, ReplicaEvent, ReplicaInfo, ReplicaState, decode_records, encode_records
 
@@ -32,4 +33,5 @@ __all__ = [
     "start_serve_early",
     "lookup_response",
     "lookup_scores",
+    "yield_cpu",
 ]

@@ -22,6 +22,7 @@ from omnieval.core import (
 )
 from pool._cache import ResponseCache, lookup_response
 from pool._dispatch import Dispatcher
+from pool._nice import yield_cpu
 from pool._types import ChunkResult, decode_records, encode_records
 from schedulers import RoutingRequest
 from serving import GenerationRequest, GenerationResult, prompt_text, to_openai
@@ -54,6 +55,7 @@ class EvalClient:
         """Per model: ``frames`` sends clips as sampled images (the runner's preflight decided)."""
         self._dispatchers: dict[str, Dispatcher] = {}
         self._actor_id = ray.get_runtime_context().get_actor_id() or f"client-{client_id}"
+        yield_cpu(pool_cfg.client_nice)
 
     def _dispatcher(self, model: str) -> Dispatcher:
         if model not in self._dispatchers:

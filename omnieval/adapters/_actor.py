@@ -22,6 +22,9 @@ class FrameworkClient:
         self.pool_cfg = pool_cfg
         self.seed = seed
         self.cache_path = cache_path
+        from pool import yield_cpu
+
+        yield_cpu(pool_cfg.client_nice)  # before the framework's imports, the largest share of its CPU
 
     def run(self, framework: str, *, task: str, options: dict[str, Any], model: str, limit: int | None,
             generation: GenerationOptions, workdir: str | None = None) -> FrameworkResult:  # fmt: skip

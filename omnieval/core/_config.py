@@ -429,6 +429,10 @@ class PoolConfig(_Config):
     usage) into the run's ``replica-timeline.jsonl`` and ``manifest.replica_usage``."""
     chunk_size: int = Field(default=16, ge=1)
     """Samples per work unit handed to a client actor."""
+    client_nice: int = Field(default=10, ge=0, le=19)
+    """Niceness of the client actors (built-in and framework): where they share a node's CPUs with engines, the
+    engines' work comes first and the clients run on the time the engines leave idle (an engine waiting for
+    requests leaves its cores to them); on a CPU node of their own it changes nothing. 0 = an equal share."""
 
 
 class VerifierConfig(_Config):

@@ -167,9 +167,10 @@ def test_lmms_framework_actor_runs_in_its_own_interpreter() -> None:
     code = (
         "import json, sys, ray\n"
         "from omnieval.adapters._actor import FrameworkClient\n"
+        "from omnieval.core import PoolConfig\n"
         "ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)\n"
-        "main = FrameworkClient.remote(None, {})\n"
-        f"lmms = FrameworkClient.options(runtime_env={{'py_executable': {str(LMMS_PY)!r}}}).remote(None, {{}})\n"
+        "main = FrameworkClient.remote(None, PoolConfig())\n"
+        f"lmms = FrameworkClient.options(runtime_env={{'py_executable': {str(LMMS_PY)!r}}}).remote(None, PoolConfig())\n"
         "print(json.dumps({'driver': sys.executable, 'main': ray.get(main.environment.remote()),"
         " 'lmms': ray.get(lmms.environment.remote())}))\n"
         "ray.shutdown()\n"
