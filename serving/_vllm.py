@@ -56,7 +56,7 @@ OWN_OPTIONS: dict[str, Any] = {
     "convert_dtype": "bfloat16",  # dtype of the checkpoint converted from a GGUF
     "cpu_kvcache_space_gib": 2,  # VLLM_CPU_KVCACHE_SPACE default without a GPU (2 GiB ≈ 93k tokens, SmolLM2)
     "cpu_omp_threads_bind": None,  # VLLM_CPU_OMP_THREADS_BIND default without a GPU; None: all usable cores
-    "cpu_omp_wait_policy": "passive",  # OMP_WAIT_POLICY without a GPU (cpu_env_defaults says why); None: OpenMP's
+    "cpu_omp_wait_policy": "passive",  # OMP_WAIT_POLICY without a GPU (why: cpu_env_defaults); None: OpenMP's own
 }
 
 
