@@ -136,8 +136,10 @@ def cpu_env_defaults(own: dict[str, Any], cores: list[int] | None = None,
     policy = own.get("cpu_omp_wait_policy")
     if policy is not None:
         if str(policy).lower() not in ("passive", "active"):
-            raise OmnievalUserError(f"engine 'vllm': cpu_omp_wait_policy is {policy!r}; use 'passive', 'active' or "
-                                    "null (OpenMP's own default)")
+            raise OmnievalUserError(
+                f"engine 'vllm': cpu_omp_wait_policy is {policy!r}; use 'passive', 'active' or "
+                "null (OpenMP's own default)"
+            )
         env["OMP_WAIT_POLICY"] = str(policy).upper()
     a = args or {}
     one_worker = all(int(a.get(k) or 1) == 1 for k in ("tensor_parallel_size", "pipeline_parallel_size",
