@@ -72,8 +72,15 @@ def vllm_pip_line(cuda: bool | None = None) -> str:
 
 
 def split_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(AsyncEngineArgs fields, own options); an unknown key is a user error that lists the allowed ones."""
-    return split_passthrough("vllm", kwargs, ENGINE_ARGS, OWN_OPTIONS, extra_key="engine_args", what="AsyncEngineArgs")
+    """(AsyncEngineArgs fields, own options); an unknown key, or a wait policy OpenMP does not know, is a user error
+    (on any hardware: the policy is applied only without a GPU, but a typo is one everywhere)."""
+    args, own = split_passthrough("vllm", kwargs, ENGINE_ARGS, OWN_OPTIONS, extra_key="engine_args",
+                                  what="AsyncEngineArgs")  # fmt: skip
+    policy = own["cpu_omp_wait_policy"]
+    if policy is not None and str(policy).lower() not in ("passive", "active"):
+        raise OmnievalUserError(f"engine 'vllm': cpu_omp_wait_policy is {policy!r}; use 'passive', 'active' or "
+                                "null (OpenMP's own default)")  # fmt: skip
+    return args, own
 
 
 def engine_args_dict(model_dir: str, args: dict[str, Any], fields: set[str] | None = None) -> dict[str, Any]:
@@ -133,14 +140,8 @@ def cpu_env_defaults(own: dict[str, Any], cores: list[int] | None = None,
         "VLLM_CPU_KVCACHE_SPACE": str(own["cpu_kvcache_space_gib"]),
         "VLLM_CPU_OMP_THREADS_BIND": str(own["cpu_omp_threads_bind"] or _core_ranges(cores)),
     }
-    policy = own.get("cpu_omp_wait_policy")
-    if policy is not None:
-        if str(policy).lower() not in ("passive", "active"):
-            raise OmnievalUserError(
-                f"engine 'vllm': cpu_omp_wait_policy is {policy!r}; use 'passive', 'active' or "
-                "null (OpenMP's own default)"
-            )
-        env["OMP_WAIT_POLICY"] = str(policy).upper()
+    if own["cpu_omp_wait_policy"] is not None:  # checked by split_kwargs
+        env["OMP_WAIT_POLICY"] = str(own["cpu_omp_wait_policy"]).upper()
     a = args or {}
     one_worker = all(int(a.get(k) or 1) == 1 for k in ("tensor_parallel_size", "pipeline_parallel_size",
                                                         "data_parallel_size"))  # fmt: skip

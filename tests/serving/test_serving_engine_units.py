@@ -225,9 +225,8 @@ def test_vllm_cpu_env_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         _, own = split_kwargs({"cpu_omp_wait_policy": policy})
         got = cpu_env_defaults(own, cores=[0, 1])
         assert {k: v for k, v in got.items() if k == "OMP_WAIT_POLICY"} == want, policy
-    _, own = split_kwargs({"cpu_omp_wait_policy": "sleepy"})
-    with pytest.raises(OmnievalUserError, match="cpu_omp_wait_policy is 'sleepy'"):
-        cpu_env_defaults(own, cores=[0, 1])
+    with pytest.raises(OmnievalUserError, match="cpu_omp_wait_policy is 'sleepy'"):  # at construction, GPU or not
+        split_kwargs({"cpu_omp_wait_policy": "sleepy"})
 
 
 def test_vllm_pip_lines() -> None:
