@@ -13,6 +13,7 @@ from serving._cpu import node_cpu_s
 from serving._engine import Engine
 from serving._factory import build_engine
 from serving._features import EngineFeatures, declared
+from serving._isa import cpu_flags, cpu_info, native_bf16
 from serving._llamacpp import LlamaCppEngine
 from serving._llamacpp_bin import LLAMACPP_VERSION, build_llama_server, find_llama_server
 from serving._managed import ManagedServer, free_port, ray_node_ip
@@ -86,10 +87,13 @@ __all__ = [
     "build_engine",
     "build_llama_server",
     "chat_payload",
+    "cpu_flags",
+    "cpu_info",
     "engine_features",
     "find_llama_server",
     "free_port",
     "gguf_to_hf",
+    "native_bf16",
     "node_cpu_s",
     "parse_chat_completion",
     "parse_completion",

@@ -35,15 +35,10 @@ exist): two machines that differ here run the same model at different rates."""
 def cpu_identity() -> dict[str, Any]:
     """The CPU's model name and the kernel-relevant ISA flags it has (``/proc/cpuinfo``; the platform's processor
     string elsewhere)."""
-    info: dict[str, str] = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, val = line.partition(":")
-            info.setdefault(key.strip(), val.strip())  # the first core's lines
-    except OSError:
-        pass
+    from serving import cpu_flags, cpu_info
+
+    info, flags = cpu_info(), cpu_flags()
     model = info.get("model name") or info.get("Model") or platform.processor() or platform.machine()
-    flags = set((info.get("flags") or info.get("Features") or "").split())
     return {"model": model, "isa": [f for f in ISA_FLAGS if f in flags]}
 
 

@@ -23,7 +23,7 @@ from omnieval.core import (
 from serving import ENGINES
 from serving._managed import parse_prometheus
 from serving._text import cut_at_stop, text_messages
-from serving._transformers import TransformersEngine, _Pending, options_key, take_batch
+from serving._transformers import TransformersEngine, _Pending, auto_dtype, options_key, take_batch
 from serving._types import GenerationRequest
 from serving._vllm import VLLMEngine, cpu_env_defaults, engine_args_dict, server_flags, split_kwargs, vllm_pip_line
 
@@ -227,6 +227,19 @@ def test_vllm_cpu_env_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         assert {k: v for k, v in got.items() if k == "OMP_WAIT_POLICY"} == want, policy
     with pytest.raises(OmnievalUserError, match="cpu_omp_wait_policy is 'sleepy'"):  # at construction, GPU or not
         split_kwargs({"cpu_omp_wait_policy": "sleepy"})
+
+
+@pytest.mark.parametrize(("device", "checkpoint", "native", "dtype"), [
+    ("cuda", "float32", False, "bfloat16"),
+    ("cuda:1", None, False, "bfloat16"),
+    ("cpu", "bfloat16", True, "bfloat16"),  # the checkpoint's own dtype, as transformers' auto and the frameworks
+    ("cpu", "bfloat16", False, "float32"),  # no BF16 instructions: widened per operand, slower than float32
+    ("cpu", "float16", True, "float32"),  # only bfloat16 is taken at its own width on CPU
+    ("cpu", "float32", True, "float32"),
+    ("cpu", None, True, "float32"),  # a GGUF: dequantised, no dtype of its own
+])  # fmt: skip
+def test_transformers_auto_dtype(device: str, checkpoint: str | None, native: bool, dtype: str) -> None:
+    assert auto_dtype(device, checkpoint, native) == dtype
 
 
 def test_vllm_pip_lines() -> None:

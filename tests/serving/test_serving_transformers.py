@@ -166,8 +166,9 @@ def test_transformers_takes_audio_through_its_processor(plumbing_models: dict[st
                                  options=GenerationOptions(max_tokens=6))  # fmt: skip
 
     async def main() -> list[int]:
+        # float32: a row's greedy tokens must not depend on its batch (below); in bfloat16 they may
         eng = TransformersEngine(replica_id="tf-au", model="plumbing-alm", model_path=str(plumbing_models["audio-hf"]),
-                                 max_batch_size=4, batch_wait_ms=20)  # fmt: skip
+                                 max_batch_size=4, batch_wait_ms=20, dtype="float32")  # fmt: skip
         assert TransformersEngine.features(plumbing_models["audio-hf"], {}).modalities == {"text", "audio"}
         await eng.start()
         try:
