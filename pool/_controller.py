@@ -62,9 +62,10 @@ class RetiredReplica(BaseModel):
     """Epoch seconds of deletion."""
 
 
-@ray.remote(num_cpus=0, max_concurrency=64)  # type: ignore[call-overload]  # ray.remote is overloaded for functions
+@ray.remote(num_cpus=0, max_concurrency=64, concurrency_groups={"waits": 256})  # type: ignore[call-overload]  # ray.remote is overloaded for functions
 class PoolController:
-    """Threaded actor: deploys are blocking Serve calls; health checks and autoscaling run on their own threads."""
+    """Threaded actor: deploys are blocking Serve calls; health checks and autoscaling run on their own threads;
+    clients waiting for a replica block in the ``waits`` group, never on the threads syncs and deploys need."""
 
     def __init__(
         self,
@@ -442,6 +443,22 @@ class PoolController:
         with self._lock:
             return {k: v.model_copy() for k, v in self._retired.items()}
 
+    @ray.method(concurrency_group="waits")
+    def wait_replica(self, model: str, known: list[str], timeout_s: float) -> bool:
+        """Block until ``model`` has a healthy replica outside ``known`` (True) or ``timeout_s`` has passed (False):
+        a client whose requests have no replica to go to learns of the first one the moment it is up, instead of
+        at its next periodic sync."""
+        deadline = time.monotonic() + timeout_s
+        with self._capacity:  # notified when a replica turns healthy (and when resources are freed)
+            while True:
+                if any(r.model == model and r.state == "healthy" and r.replica_id not in known
+                       for r in self._replicas.values()):  # fmt: skip
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stop.is_set():
+                    return False
+                self._capacity.wait(left)
+
     def report_failure(self, replica_id: str, detail: str = "") -> None:
         """A client saw the replica die: stop routing to it until a health check passes again."""
         with self._lock:
@@ -601,8 +618,9 @@ class PoolController:
                 if cur is None:
                     continue
                 if ok:
-                    if cur.state != "draining":  # a drained replica stays out of rotation until removed
+                    if cur.state not in ("draining", "healthy"):  # a drained replica stays out of rotation
                         cur.state = "healthy"
+                        self._capacity.notify_all()  # back in rotation: clients in ``wait_replica`` go on
                     cur.failures = 0
                     self._apply_stats(cur, stats)
                 else:

@@ -40,6 +40,10 @@ SYNC_PERIOD_S = 0.2
 """How often an active client reports its load and fetches replica states and limits (off the request path)."""
 
 
+UP_POLL_S = 30.0
+"""Longest single wait on the controller for a replica to come up (the wait is renewed while requests wait)."""
+
+
 class NoReplicaAvailable(ReplicaDead):
     """Every replica of the model is dead or tripped for longer than the request timeout."""
 
@@ -62,6 +66,7 @@ class Dispatcher:
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._refresh_lock = asyncio.Lock()
         self._bg: asyncio.Task[None] | None = None
+        self._up_poll: asyncio.Task[None] | None = None
         self._last_refresh = 0.0
         self.stats = {"sent": 0, "retries": 0, "failed": 0, "direct_http": 0, "serve_handle": 0}
 
@@ -97,6 +102,29 @@ class Dispatcher:
         infos: list[ReplicaInfo] = await self.controller.sync.remote(req)
         self._last_refresh = time.monotonic()
         self._apply(infos)
+
+    def _watch_up(self, timeout_s: float) -> asyncio.Task[None]:
+        """One long-poll on the controller per dispatcher, however many requests wait: when a replica this client
+        has not seen turns healthy, the replica set is re-read and every request waiting for a slot re-checks."""
+        if self._up_poll is None or self._up_poll.done():
+            known = sorted(r for r, i in self._replicas.items() if i.state == "healthy")
+            self._up_poll = asyncio.get_running_loop().create_task(self._poll_up(known, timeout_s))
+        return self._up_poll
+
+    async def _poll_up(self, known: list[str], timeout_s: float) -> None:
+        try:
+            if not await self.controller.wait_replica.remote(self.model, known, timeout_s):
+                return
+            await self.refresh(force=True)
+        except Exception as e:  # noqa: BLE001 - the waits' own timeouts and periodic syncs still find the replica
+            log.warning("waiting for a replica of %s failed: %r", self.model, e)
+            return
+        self._wake(len(self._waiters))
+
+    async def replica_up(self, timeout_s: float) -> None:
+        """Until a replica this client has not seen is healthy (and the replica set re-read), or ``timeout_s``
+        (at most ``UP_POLL_S``: a caller waiting longer asks again)."""
+        await asyncio.shield(self._watch_up(min(timeout_s, UP_POLL_S)))
 
     def _apply(self, infos: list[ReplicaInfo]) -> None:
         self._replicas = {r.replica_id: r for r in infos}
@@ -179,7 +207,9 @@ class Dispatcher:
                 raise NoReplicaAvailable(f"no routable replica of {self.model!r} (states {states})")
             fut: asyncio.Future[None] = loop.create_future()
             self._waiters.append(fut)
-            try:  # woken by a finished request or a sync; the timeout re-checks breakers and health
+            if not any(i.state == "healthy" for i in self._replicas.values()):
+                self._watch_up(min(remaining, UP_POLL_S))  # the first replica up wakes this wait at once
+            try:  # woken by a finished request, a sync or a replica up; the timeout re-checks breakers and health
                 await asyncio.wait_for(fut, timeout=min(remaining, 1.0))
             except asyncio.TimeoutError:
                 await self.refresh()

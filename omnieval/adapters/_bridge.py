@@ -90,9 +90,10 @@ class PoolBridge:
         deadline = time.monotonic() + self.ready_timeout_s
         while True:
             await self.dispatcher.refresh(force=True)
-            if self.dispatcher.model_identity() is not None or time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if self.dispatcher.model_identity() is not None or left <= 0:
                 return  # past the deadline the requests themselves report what is wrong
-            await asyncio.sleep(0.5)
+            await self.dispatcher.replica_up(left)  # returns the moment a replica is up
 
     async def _reported(self, req: GenerationRequest) -> GenerationResult | BaseException:
         res = await self._one(req)

@@ -29,9 +29,13 @@ class FakeDispatcher:
         self.refreshes = 0
         self.not_ready_for = not_ready_for
         self.tok_dir: str | None = None
+        self.up_waits = 0
 
     async def refresh(self, force: bool = False) -> None:
         self.refreshes += 1
+
+    async def replica_up(self, timeout_s: float) -> None:  # the controller's answer: a replica is up
+        self.up_waits += 1
 
     def model_identity(self) -> dict[str, Any] | None:
         return None if self.refreshes <= self.not_ready_for else IDENTITY
@@ -88,6 +92,7 @@ def test_requests_wait_until_the_model_has_a_replica(tmp_path: Path) -> None:
     try:
         bridge.generate([chat])
         assert fake.refreshes >= 3 and fake.submitted == ["c"]  # sent only once the replica reported
+        assert fake.up_waits == 2  # between re-reads it waited on the controller, not a timer
         (again,) = bridge.generate([raw])
     finally:
         bridge.close()
