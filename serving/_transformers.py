@@ -227,8 +227,10 @@ class TransformersEngine(Engine):
             tok = transformers.AutoTokenizer.from_pretrained(where, **kw)
             auto = transformers.AutoModelForCausalLM
         dtype = self.opts["dtype"]
-        if dtype == "auto":
-            own = getattr(transformers.AutoConfig.from_pretrained(where, **kw), "dtype", None)
+        if dtype == "auto":  # a GGUF is dequantised and has no dtype of its own; reading its config took 9.4 s
+            own = None
+            if "gguf_file" not in kw:
+                own = getattr(transformers.AutoConfig.from_pretrained(where, **kw), "dtype", None)
             dtype = auto_dtype(device, str(own).removeprefix("torch.") if own is not None else None, native_bf16())
         self.dtype = dtype
         logging.getLogger("omnieval").info("engine 'transformers' %s: %s on %s", self._stats.replica_id, dtype, device)
