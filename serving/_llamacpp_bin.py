@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from omnieval.core import OmnievalUserError
+from serving._isa import cpu_flags, cpu_info
 
 LLAMACPP_VERSION = "0.3.36"  # llama-cpp-python sdist whose vendored llama.cpp we build
 # build flags (no llamafile sgemm, no repacked kernels, no AMX: batch-invariant and AMX-safe); bump when flags change
@@ -24,12 +25,9 @@ def cpu_key() -> str:
     sums differ from an AVX2 build's. Keying the cache by the flags makes a different CPU build its own binary (and,
     through the engine version, keeps cached responses apart).
     """
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
+    if not cpu_info():
         return "nocpuinfo"
-    flags = next((ln.split(":", 1)[1] for ln in lines if ln.split(":", 1)[0].strip() in ("flags", "Features")), "")
-    return hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:8]
+    return hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:8]
 
 
 def cached_binary() -> Path:
