@@ -8,8 +8,11 @@ positions, a sliding-window or static cache, a generation_config with logits pro
 (paged, continuous) was 4x slower on CPU and sized its KV cache from free memory (9 GiB), so we do not use it.
 
 Static batching takes the oldest waiting request's option group (temperature, top_p, max_tokens, stop, seed) per
-``generate``. Either way the model computes in a worker thread, so the replica's event loop keeps answering health
-checks and stats.
+``generate``. Either way the model computes off the event loop, so the replica keeps answering health checks and
+stats, and always on the engine's one compute thread. OpenMP keeps a thread team per calling thread; steps handed to
+whichever ``asyncio.to_thread`` worker was free alternated between two teams, and the same 26 video prefills on
+2 cores took 19.3 s against 16.0 s on one thread (three runs each). ``OMP_WAIT_POLICY=passive`` and
+``MALLOC_ARENA_MAX=1`` did not close the gap, so it is not idle spinning nor malloc arenas; one thread does.
 
 Multimodal checkpoints (a ``vision_config`` / ``audio_config`` in config.json) load with ``AutoProcessor`` and
 ``AutoModelForImageTextToText`` (or ``AutoModelForMultimodalLM`` for audio): a request with images or audio goes
@@ -21,12 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from omnieval.core import GenerationOptions, MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
 from serving._continuous import Row, RunningBatch, push, result, sample, unsupported
@@ -59,6 +65,7 @@ _DEFAULTS: dict[str, Any] = {
     "prefill_tokens": 512,
 }
 _BATCHING = ("auto", "continuous", "static")
+_T = TypeVar("_T")
 
 
 def auto_dtype(device: str, checkpoint: str | None, bf16_native: bool) -> str:
@@ -172,6 +179,8 @@ class TransformersEngine(Engine):
         self._running = 0
         self._loop_task: asyncio.Task[None] | None = None
         self._model: Any = None
+        self._compute: ThreadPoolExecutor | None = None
+        """The one thread every load, forward and ``generate`` runs on (one OpenMP team; module docstring)."""
         self._tok: Any = None
         self._processor: Any = None
         self._torch: Any = None
@@ -184,8 +193,14 @@ class TransformersEngine(Engine):
     def version(self) -> str | None:
         return self._version
 
+    async def _on_compute(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` on the engine's compute thread, awaited from the event loop."""
+        if self._compute is None:
+            self._compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"compute-{self._stats.replica_id}")
+        return await asyncio.get_running_loop().run_in_executor(self._compute, functools.partial(fn, *args))
+
     async def start(self) -> None:
-        await asyncio.to_thread(self._load)
+        await self._on_compute(self._load)
         self._wake = asyncio.Event()  # bind to the running loop
         self._loop_task = asyncio.get_running_loop().create_task(self._batch_loop())
         self._score_lock = asyncio.Lock()
@@ -296,7 +311,7 @@ class TransformersEngine(Engine):
                 continue
             self._running = len(batch) + len(admit)
             try:
-                done, rest = await asyncio.to_thread(self._step, admit)
+                done, rest = await self._on_compute(self._step, admit)
             finally:
                 self._running = len(batch)
             self._pending.extendleft(reversed(rest))
@@ -448,7 +463,7 @@ class TransformersEngine(Engine):
                 continue
             self._running = len(batch)
             try:
-                results = await asyncio.to_thread(self._generate_batch, [p.request for p in batch])
+                results = await self._on_compute(self._generate_batch, [p.request for p in batch])
             except Exception as e:  # noqa: BLE001 - e.g. out of memory: fail this batch, keep serving
                 for p in batch:
                     if not p.future.done():
@@ -624,7 +639,7 @@ class TransformersEngine(Engine):
         with self._track():
             async with self._score_lock:  # one forward at a time: they would only split the same cores
                 try:
-                    choices = await asyncio.to_thread(self._score, request)
+                    choices = await self._on_compute(self._score, request)
                 except Exception as e:  # noqa: BLE001 - e.g. out of memory: fail this request, keep serving
                     raise RequestFailed(f"transformers forward failed: {e!r}") from None
         n = len(request.context) + sum(len(c) for c in request.continuations)
@@ -679,3 +694,6 @@ class TransformersEngine(Engine):
                 p.future.set_exception(ReplicaDead("engine shut down", replica_id=self._stats.replica_id))
         self._pending.clear()
         self._model = self._tok = self._processor = None
+        if self._compute is not None:  # a step still running finishes on it; nothing new is queued
+            self._compute.shutdown(wait=False)
+            self._compute = None

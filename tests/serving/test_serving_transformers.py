@@ -7,6 +7,7 @@ Needs torch+transformers+gguf, which the main venv deliberately lacks; scripts/c
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 
@@ -107,6 +108,7 @@ def test_transformers_takes_images_and_frames_through_its_processor(plumbing_mod
     async def main() -> dict[str, int]:
         eng = TransformersEngine(replica_id="tf-mm", model="plumbing-vlm", model_path=str(plumbing_models["image"]),
                                  max_batch_size=4, batch_wait_ms=20, batching=batching)  # fmt: skip
+        computed_on = _record_threads(eng, "_load", "_step", "_generate_batch")
         await eng.start()
         try:
             q = TextContent(value="What colour is this?")
@@ -125,6 +127,8 @@ def test_transformers_takes_images_and_frames_through_its_processor(plumbing_mod
             else:
                 assert eng.peak_batch > 1 and eng.prefills >= 5  # each media prompt prefilled alone, decoded together
             assert "paris" in (await eng.generate(_mm_text(eng))).text.lower()  # the language model is real
+            # load, prefills, decode steps and generate calls all ran on the engine's one compute thread, off the loop
+            assert len(computed_on) == 1 and threading.get_ident() not in computed_on, computed_on
             return {k: r.prompt_tokens for k, r in zip(("text", "strip", "square", "f2", "f4"), rs, strict=True)}
         finally:
             await eng.shutdown()
@@ -134,6 +138,20 @@ def test_transformers_takes_images_and_frames_through_its_processor(plumbing_mod
            str(list(n.values())))  # fmt: skip
     assert n["text"] < n["strip"] < n["square"]
     assert n["f4"] - n["text"] == 2 * (n["f2"] - n["text"]) > 0
+
+
+def _record_threads(eng: TransformersEngine, *methods: str) -> set[int]:
+    """The threads ``methods`` of ``eng`` run on, recorded as they are called."""
+    seen: set[int] = set()
+    for name in methods:
+        fn = getattr(eng, name)
+
+        def on(*a: object, _fn: object = fn) -> object:
+            seen.add(threading.get_ident())
+            return _fn(*a)  # type: ignore[operator]
+
+        setattr(eng, name, on)
+    return seen
 
 
 def _mm_text(eng: TransformersEngine) -> GenerationRequest:
