@@ -21,7 +21,7 @@ from omnieval.core import (
     clip,
 )
 from pool._cache import ResponseCache, lookup_response
-from pool._dispatch import Dispatcher
+from pool._dispatch import Dispatcher, import_serve_soon
 from pool._nice import yield_cpu
 from pool._types import ChunkResult, decode_records, encode_records
 from schedulers import RoutingRequest
@@ -56,6 +56,7 @@ class EvalClient:
         self._dispatchers: dict[str, Dispatcher] = {}
         self._actor_id = ray.get_runtime_context().get_actor_id() or f"client-{client_id}"
         yield_cpu(pool_cfg.client_nice)
+        import_serve_soon()  # its dispatchers are made at the first Record, when the replica may already be up
 
     def _dispatcher(self, model: str) -> Dispatcher:
         if model not in self._dispatchers:
