@@ -12,7 +12,7 @@ Static batching takes the oldest waiting request's option group (temperature, to
 stats, and always on the engine's one compute thread. OpenMP keeps a thread team per calling thread; steps handed to
 whichever ``asyncio.to_thread`` worker was free alternated between two teams, and the same 26 video prefills on
 2 cores took 19.3 s against 16.0 s on one thread (three runs each). ``OMP_WAIT_POLICY=passive`` and
-``MALLOC_ARENA_MAX=1`` did not close the gap, so it is not idle spinning nor malloc arenas; one thread does.
+``MALLOC_ARENA_MAX=1`` did not close the gap, so it is neither idle spinning nor malloc arenas; one thread does.
 
 Multimodal checkpoints (a ``vision_config`` / ``audio_config`` in config.json) load with ``AutoProcessor`` and
 ``AutoModelForImageTextToText`` (or ``AutoModelForMultimodalLM`` for audio): a request with images or audio goes
