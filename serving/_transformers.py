@@ -637,7 +637,7 @@ class TransformersEngine(Engine):
             raise ReplicaDead("transformers engine is not running", replica_id=self._stats.replica_id)
         t0 = time.monotonic()
         with self._track():
-            async with self._score_lock:  # one forward at a time: they would only split the same cores
+            async with self._score_lock:  # one score queued on the compute thread at a time: generation steps interleave
                 try:
                     choices = await self._on_compute(self._score, request)
                 except Exception as e:  # noqa: BLE001 - e.g. out of memory: fail this request, keep serving
