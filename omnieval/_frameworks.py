@@ -1,6 +1,6 @@
-"""Framework tasks (lm-eval, lmms-eval, VLMEvalKit) inside a run: in the driver's interpreter on a thread, or in a
-framework client actor of their own interpreter on a node that has it; each result persisted whole as it arrives,
-a task that raised turned into its benchmark's error row."""
+"""Framework tasks (lm-eval, lmms-eval, VLMEvalKit) inside a run: in the driver's interpreter on a thread, in a child
+process of their own interpreter when the driver's node has it, or else in a framework client actor on a node that
+has it; each result persisted whole as it arrives, a task that raised turned into its benchmark's error row."""
 
 from __future__ import annotations
 
@@ -54,36 +54,42 @@ def _cache_path(suite: SuiteConfig) -> str | None:
     return suite.cache.path or str(default_cache_path())
 
 
-def _own_interpreter(suite: SuiteConfig, framework: str) -> bool:
+def _beside_driver(suite: SuiteConfig, framework: str) -> bool:
+    """Whether a framework's tasks run on the driver's node: in its interpreter (a thread), or in its own one that
+    this node has (a child process); else they need a framework actor on a node that has it."""
     env = suite.frameworks.get(framework)
-    return env is not None and bool(env.python)
+    python = env.python if env is not None else None
+    return not python or (os.path.isfile(python) and os.access(python, os.X_OK))
 
 
 def _start_inline(suite: SuiteConfig, run_dir: Path) -> Any:
-    """The framework tasks of frameworks in the driver's own environment, in one driver thread (see
-    ``omnieval.adapters._inline``), started before Ray."""
+    """The framework tasks that run on the driver's node (see ``omnieval.adapters._inline``), started before Ray:
+    those of the driver's own environment in one driver thread, each of another interpreter in a child process."""
     from omnieval.adapters._inline import InlineRunner, InlineTask
 
     tasks, env = [], {}
     for b in suite.benchmarks:
-        if b.framework == "builtin" or _own_interpreter(suite, b.framework):
+        if b.framework == "builtin" or not _beside_driver(suite, b.framework):
             continue
         fw_env = suite.frameworks.get(b.framework)
-        env.update(fw_env.env_vars if fw_env else {})
+        python = fw_env.python if fw_env is not None and fw_env.python else None
+        if python is None:
+            env.update(fw_env.env_vars if fw_env else {})
         gen = GenerationOptions.model_validate({**suite.generation.model_dump(), **b.generation.as_dict()})
         for m in suite.models:
             if (b.models is not None and m.name not in b.models) or _fw_file(run_dir, b.key, m.name).exists():
                 continue
             tasks.append(InlineTask(key=b.key, model=m.name, framework=b.framework, task=b.name,
-                                    options=dict(b.options), limit=b.limit, generation=gen))  # fmt: skip
+                                    options=dict(b.options), limit=b.limit, generation=gen, python=python,
+                                    env=dict(fw_env.env_vars) if python and fw_env else {}))  # fmt: skip
     return InlineRunner(tasks, pool_cfg=suite.pool, seed=suite.seed, cache_path=_cache_path(suite), env=env).start()
 
 
 def _start_frameworks(
     suite: SuiteConfig, run_dir: Path, controller: Any, pool_cfg: PoolConfig, cache_path: str | None
 ) -> FrameworkLaunch:
-    """One framework client actor per (task, model) of a framework given its own interpreter, run there: on a node
-    that has that interpreter (checked on every node first; a node without it would never start the actor), and
+    """One framework client actor per (task, model) of a framework given its own interpreter that the driver's node
+    lacks, run there: on a node that has that interpreter (checked on every node first; a node without it would never start the actor), and
     that interpreter asked meanwhile whether it can run a Ray worker at all (``cluster.worker_checks``)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -93,7 +99,7 @@ def _start_frameworks(
     launch = FrameworkLaunch()
     hosts: dict[str, list[str]] = {}  # interpreter -> nodes that have it
     for b in suite.benchmarks:
-        if b.framework == "builtin" or not _own_interpreter(suite, b.framework):
+        if b.framework == "builtin" or _beside_driver(suite, b.framework):
             continue
         env = suite.frameworks.get(b.framework)
         runtime_env: dict[str, Any] = {}

@@ -5,7 +5,8 @@ Record back. lm-eval's own work (importing its task modules, loading the data, r
 neither Ray nor the pool, so it runs here while Ray starts and the engines load; its first batch of requests waits
 for the pool (``attach``). Tasks run one after another, as ``lm_eval`` runs a task list, so lm-eval's global seeds
 are never shared between two tasks at once. A framework given its own interpreter (``frameworks.<name>.python``)
-still runs in a framework client actor there.
+runs in a child process of that interpreter started here too (``_subproc``), its bridge calls answered by this
+process; only when the interpreter is not on the driver's node does it run in a framework client actor there.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ class InlineTask:
     options: dict[str, Any]
     limit: int | None
     generation: GenerationOptions
+    python: str | None = None
+    """The framework's own interpreter (``frameworks.<name>.python``): the task runs in a child process of it."""
+    env: dict[str, str] = field(default_factory=dict)
+    """The framework's ``env_vars``, for that child process."""
     future: Future[FrameworkResult] = field(default_factory=Future)
 
 
@@ -83,7 +88,8 @@ class _LazyBridge:
 
 
 class InlineRunner:
-    """One daemon thread running the queued framework tasks in order; ``attach`` lets their requests flow."""
+    """One daemon thread running the queued framework tasks of the driver's environment in order, and one per task
+    of another interpreter (each in its own process); ``attach`` lets their requests flow."""
 
     def __init__(self, tasks: list[InlineTask], *, pool_cfg: PoolConfig, seed: int, cache_path: str | None,
                  env: dict[str, str]) -> None:  # fmt: skip
@@ -97,10 +103,17 @@ class InlineRunner:
         """The run's ``RunProgress`` once it exists: framework requests are counted in it as they finish."""
         os.environ.update(env)  # the frameworks' env_vars (e.g. HF_DATASETS_OFFLINE) before they import anything
         self._thread = threading.Thread(target=self._run_all, daemon=True, name="omnieval-frameworks")
+        self._children: list[Any] = []
+        self._lock = threading.Lock()
+        self._abandoned = False
 
     def start(self) -> InlineRunner:
-        if self.tasks:
+        if any(t.python is None for t in self.tasks):
             self._thread.start()
+        for t in self.tasks:
+            if t.python is not None:
+                threading.Thread(target=self._run_child, args=(t,), daemon=True,
+                                 name=f"omnieval-{t.framework}-process").start()  # fmt: skip
         return self
 
     def attach(self, controller: Any) -> None:
@@ -109,13 +122,43 @@ class InlineRunner:
         self.ready.set()
 
     def abandon(self) -> None:
-        """The run failed before the pool came up: waiting tasks fail instead of waiting forever."""
+        """The run failed or was cancelled: waiting tasks fail instead of waiting forever, and the frameworks' own
+        processes end (nothing will read their results)."""
         self.ready.set()
+        with self._lock:
+            self._abandoned = True
+            children = list(self._children)
+        for proc in children:
+            if proc.poll() is None:
+                proc.kill()
+
+    def _started(self, proc: Any) -> None:
+        with self._lock:
+            self._children.append(proc)
+            if not self._abandoned:
+                return
+        proc.kill()  # started while the run was failing
+
+    def _run_child(self, t: InlineTask) -> None:
+        from omnieval.adapters._subproc import run_in_interpreter
+
+        assert t.python is not None
+        bridge = _LazyBridge(self, t.model, t.key)
+        kwargs = dict(task=t.task, options=t.options, model=t.model, limit=t.limit, generation=t.generation)
+        try:
+            t.future.set_result(run_in_interpreter(t.python, t.framework, kwargs, bridge, env=t.env,
+                                                   nice=self.pool_cfg.client_nice, on_start=self._started))  # fmt: skip
+        except BaseException as e:  # noqa: BLE001 - handed to the driver, which makes it the task's error row
+            t.future.set_exception(e)
+        finally:
+            bridge.close()
 
     def _run_all(self) -> None:
         from omnieval.adapters import ADAPTERS
 
         for t in self.tasks:
+            if t.python is not None:
+                continue
             bridge = _LazyBridge(self, t.model, t.key)
             try:
                 adapter = ADAPTERS.get(t.framework)()

@@ -385,12 +385,14 @@ class BenchmarkConfig(_Config):
 
 
 class FrameworkEnv(_Config):
-    """Where a framework's client actors run: their own interpreter, so conflicting pins never meet."""
+    """Where a framework's tasks run: their own interpreter, so conflicting pins never meet."""
 
     python: str | None = None
-    """Interpreter of a prepared venv (Ray ``py_executable``; ``~`` expands); None runs in the driver's environment."""
+    """Interpreter of a prepared venv (``~`` expands): each task runs in a child process of it beside the driver,
+    started with the run; where the driver's node lacks it, in a Ray actor on a node that has it (its
+    ``py_executable``). None runs the tasks in the driver's own environment."""
     env_vars: dict[str, str] = Field(default_factory=dict)
-    """Extra environment for the actor (e.g. HF_DATASETS_OFFLINE=1)."""
+    """Extra environment for the framework's process or actor (e.g. HF_DATASETS_OFFLINE=1)."""
 
     @model_validator(mode="after")
     def _expand(self) -> FrameworkEnv:
