@@ -97,6 +97,13 @@ def _parser() -> argparse.ArgumentParser:
     le.add_argument("--repeats", type=int, default=3)
     le.add_argument("--num-concurrent", type=int, default=64, help="lm_eval's local-completions concurrency")
     common(le)
+    lm = sub.add_parser("lmms", help="one image lmms-eval task: lmms_eval alone vs the same task in an omnieval run")
+    lm.add_argument("--rows", type=int, default=1000, help="image requests (numbered tiny_shapes rows)")
+    lm.add_argument("--repeats", type=int, default=3)
+    lm.add_argument("--num-concurrent", type=int, default=32, help="lmms-eval's openai client concurrency (its default)")
+    lm.add_argument("--python", default="~/.cache/omnieval/venv-lmms-0.7.3/bin/python",
+                    help="the lmms-eval venv's interpreter (scripts/make_framework_venv.sh lmms)")
+    common(lm)
     mc = sub.add_parser("lmeval-mc", help="MMLU-sized multiple-choice lm-eval task through the pool vs lm_eval "
                                           "alone on vLLM (--server vllm) or vs the raw line rate (--server instant)")
     mc.add_argument("--server", choices=["instant", "vllm"], default="instant")
@@ -324,6 +331,16 @@ def _cmd_lmeval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_lmms(args: argparse.Namespace) -> int:
+    import omnieval.perf._lmms as lm
+
+    res = lm.bench_lmms(rows=args.rows, repeats=args.repeats, num_concurrent=args.num_concurrent, python=args.python)
+    for line in lm.report(res):
+        print(line)
+    _save(args, res, lm.plot)
+    return 0
+
+
 def _cmd_lmeval_mc(args: argparse.Namespace) -> int:
     import omnieval.perf._lmeval_mc as mc
 
@@ -347,6 +364,7 @@ def cli_main(argv: Sequence[str]) -> int:
         "verifier-overhead": _cmd_verifier_overhead,
         "verifier": _cmd_verifier,
         "lmeval": _cmd_lmeval,
+        "lmms": _cmd_lmms,
         "lmeval-mc": _cmd_lmeval_mc,
     }
     return handlers[args.what](args)

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from omnieval.perf._alone import OFFLINE, timed, wait_ready
 from omnieval.perf._common import median
-from omnieval.perf._lmeval import OFFLINE, _timed, _wait_ready
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "lmeval" / "mmlu_large.jsonl"
 TASK = "mmlu_bench"
@@ -144,7 +144,7 @@ def bench_lmeval_mc(*, server: str = "instant", rows: int = 2850, repeats: int =
         baseline = "lm_eval" if server == "vllm" else "raw"
         bodies = _pool_bodies(tasks, rows, name) if server == "instant" else []
         try:
-            _wait_ready(base, timeout_s=900)
+            wait_ready(base, timeout_s=900)
             runs: list[dict[str, Any]] = []
             for i in range(repeats):
                 order = [baseline, "omnieval"] if i % 2 == 0 else ["omnieval", baseline]
@@ -154,7 +154,7 @@ def bench_lmeval_mc(*, server: str = "instant", rows: int = 2850, repeats: int =
                         raw = asyncio.run(_raw_line_rate(base, bodies, num_concurrent))
                         rep["raw_s"] = raw["wall_s"]
                     else:
-                        wall, out = _timed(om_cmd if mode == "omnieval" else lm_cmd, env, tmp)
+                        wall, out = timed(om_cmd if mode == "omnieval" else lm_cmd, env, tmp)
                         rep[f"{mode}_s"] = wall
                         if mode == "omnieval":
                             rep.update({f"omnieval_{k}": v for k, v in _framework_timings(out).items()})
