@@ -45,7 +45,7 @@ done
 if [ -n "${PY[lmms]:-}" ]; then
   echo "== lm-eval + lmms-eval in one suite, from the main venv" >&2
   OMNIEVAL_LMMS_PYTHON="${PY[lmms]}" "$MAIN/bin/python" -m pytest tests/omnieval/adapters/test_lmms_adapter.py -q \
-    -k "own_interpreter or two_environments" -W ignore::DeprecationWarning "${EXTRA[@]}" || rc=$?
+    -k "own_interpreter or two_environments or bench_lmms" -W ignore::DeprecationWarning "${EXTRA[@]}" || rc=$?
 fi
 VLLM_VENV="${OMNIEVAL_CACHE:-$HOME/.cache/omnieval}/venv-vllm-${OMNIEVAL_VLLM_VERSION:-0.32.0}"
 if [ -n "${PY[lmms]:-}" ] && [ -f "$VLLM_VENV/.complete" ]; then

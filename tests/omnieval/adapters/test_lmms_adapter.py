@@ -225,6 +225,25 @@ def test_lmeval_and_lmms_in_one_suite_two_environments(tmp_path: Path) -> None:
     assert "torch" in lmms_res["versions"] and "torch" not in lmeval_res["versions"]
 
 
+@pytest.mark.slow
+@pytest.mark.ray
+def test_bench_lmms_runs_both_tools_on_the_same_image_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    """``omnieval bench lmms``: lmms-eval alone and an ``omnieval run`` of the same task file both answer every row
+    (the run scored all of them, lmms-eval in its venv's process), and the summary is the ratio of the medians."""
+    _need_driver_venv_and_lmms_venv()
+    from omnieval.perf._lmms import bench_lmms, report
+
+    res = bench_lmms(rows=24, repeats=2, python=str(LMMS_PY))
+    assert [r["order"] for r in res["runs"]] == [["lmms_eval", "omnieval"], ["omnieval", "lmms_eval"]]
+    assert all(r["omnieval_manifest"]["samples"] == 24 for r in res["runs"])
+    s = res["summary"]
+    walls = sorted(r["lmms_eval_s"] for r in res["runs"]), sorted(r["omnieval_s"] for r in res["runs"])
+    assert s["lmms_eval_s"] == pytest.approx(sum(walls[0]) / 2) and s["omnieval_s"] == pytest.approx(sum(walls[1]) / 2)
+    assert s["ratio_of_medians"] == s["omnieval_s"] / s["lmms_eval_s"]
+    assert s["ratio_range"] == [min(r["ratio"] for r in res["runs"]), max(r["ratio"] for r in res["runs"])]
+    assert "omnieval / lmms_eval = " in "\n".join(report(res))
+
+
 @pytest.mark.ray
 def test_a_framework_interpreter_that_cannot_import_omnieval_fails_its_task_with_the_fix(tmp_path: Path) -> None:
     """A framework venv whose link to the driver's checkout is broken (its .pth names a moved or deleted checkout)
