@@ -89,8 +89,9 @@ def _start_frameworks(
     suite: SuiteConfig, run_dir: Path, controller: Any, pool_cfg: PoolConfig, cache_path: str | None
 ) -> FrameworkLaunch:
     """One framework client actor per (task, model) of a framework given its own interpreter that the driver's node
-    lacks, run there: on a node that has that interpreter (checked on every node first; a node without it would never start the actor), and
-    that interpreter asked meanwhile whether it can run a Ray worker at all (``cluster.worker_checks``)."""
+    lacks, run there: on a node that has that interpreter (checked on every node first; a node without it would never
+    start the actor), and that interpreter asked meanwhile whether it can run a Ray worker at all
+    (``cluster.worker_checks``)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from cluster import worker_checks

@@ -39,24 +39,28 @@ class InlineTask:
 
 
 class _LazyBridge:
-    """A ``PoolBridge`` built on the first request, once the driver has attached the pool."""
+    """A ``PoolBridge`` built on the first request, once the driver has attached the pool. First requests may come
+    from several threads at once (VLMEvalKit's, or a framework process's calls each answered on its own thread):
+    one bridge is built, under a lock."""
 
     def __init__(self, owner: InlineRunner, model: str, key: str) -> None:
         self.owner = owner
         self.model = model
         self.key = key
         self.bridge: Any = None
+        self._lock = threading.Lock()
 
     def _ensure(self) -> Any:
-        if self.bridge is None:
-            self.owner.ready.wait()
-            if self.owner.controller is None:
-                raise RuntimeError("the pool did not come up; see the run's error")
-            from omnieval.adapters._bridge import PoolBridge
+        with self._lock:
+            if self.bridge is None:
+                self.owner.ready.wait()
+                if self.owner.controller is None:
+                    raise RuntimeError("the pool did not come up; see the run's error")
+                from omnieval.adapters._bridge import PoolBridge
 
-            self.bridge = PoolBridge(self.model, self.owner.controller, self.owner.pool_cfg, seed=self.owner.seed,
-                                     cache_path=self.owner.cache_path)  # fmt: skip
-        return self.bridge
+                self.bridge = PoolBridge(self.model, self.owner.controller, self.owner.pool_cfg, seed=self.owner.seed,
+                                         cache_path=self.owner.cache_path)  # fmt: skip
+            return self.bridge
 
     def _expect(self, n: int) -> None:
         progress, key = self.owner.progress, (self.model, self.key)

@@ -185,3 +185,31 @@ def test_an_abandoned_run_ends_its_framework_processes() -> None:
     with pytest.raises(RuntimeError, match="was ended by signal 9|the pool did not come up"):
         task.future.result(timeout=60)
     assert procs[0].wait(timeout=10) == -9
+
+
+def test_first_calls_from_many_threads_build_one_pool_bridge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A framework process's first calls arrive together, each answered on its own driver thread: they share one
+    ``PoolBridge`` (one dispatcher, one event loop), not one each."""
+    import omnieval.adapters._bridge as bridge_mod
+    from omnieval.adapters._inline import _LazyBridge
+
+    built: list[object] = []
+
+    class CountingBridge:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            time.sleep(0.05)  # a real one starts an event loop and a dispatcher: long enough for the others to arrive
+            built.append(self)
+
+        def tokenize(self, texts: list[str]) -> list[list[int]]:
+            return [[len(t)] for t in texts]
+
+    monkeypatch.setattr(bridge_mod, "PoolBridge", CountingBridge)
+    runner = InlineRunner([], pool_cfg=PoolConfig(), seed=0, cache_path=None, env={})
+    runner.attach(controller=object())
+    lazy = _LazyBridge(runner, "m", "k")
+    threads = [threading.Thread(target=lazy.tokenize, args=(["abc"],)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(built) == 1 and lazy.tokenize(["ab"]) == [[2]]
