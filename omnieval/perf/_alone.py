@@ -4,6 +4,8 @@ Shared by ``bench lmeval`` and ``bench lmms``."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
@@ -86,6 +88,28 @@ def alternate(alone: str, alone_cmd: list[str], om_cmd: list[str], *, repeats: i
     ratios = [r["ratio"] for r in runs]
     return {"runs": runs, "summary": {f"{alone}_s": a, "omnieval_s": om, "ratio_of_medians": om / a,
                                       "ratio_range": [min(ratios), max(ratios)], "target": TARGET}}  # fmt: skip
+
+
+def compare(alone: str, framework: str, task: str, tasks: Path, tmp: Path, alone_cmd: Callable[[str], list[str]], *,
+            fw_env: dict[str, Any], repeats: int) -> dict[str, Any]:  # fmt: skip
+    """One INSTANT server; ``alone_cmd(base_url)`` (the framework's own CLI) against an ``omnieval run`` of the same
+    task (``include_path`` = ``tasks``, the server as an external endpoint, response cache off), alternating."""
+    server, base = instant_server()
+    env = {**os.environ, **OFFLINE}
+    env.pop("OMNIEVAL_RESPONSE_CACHE", None)
+    suite = tmp / "suite.yaml"
+    suite.write_text(json.dumps({
+        "name": f"bench-{framework}",
+        "models": [{"name": "instant", "source": {"kind": "endpoint", "base_url": base}, "engine": "openai"}],
+        "benchmarks": [{"name": task, "framework": framework, "options": {"include_path": str(tasks)}}],
+        "frameworks": {framework: {**fw_env, "env_vars": OFFLINE}}, "cache": {"enabled": False},
+    }))  # fmt: skip
+    om_cmd = [sys.executable, "-m", "omnieval", "run", str(suite), "--no-progress", "--output-dir", str(tmp / "runs")]
+    try:
+        return alternate(alone, alone_cmd(base), om_cmd, repeats=repeats, env=env, cwd=tmp)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def ratio_line(alone: str, res: dict[str, Any]) -> str:

@@ -10,13 +10,12 @@ ratio of medians with the per-repeat range (``_alone``).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from omnieval.perf._alone import OFFLINE, alternate, instant_server, ratio_line
+from omnieval.perf._alone import compare, ratio_line
 from omnieval.perf._alone import plot as _plot
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "lmeval" / "gsm8k_format_asdiv.jsonl"
@@ -45,28 +44,15 @@ def _write_task(tmp: Path, rows: int) -> Path:
 
 
 def bench_lmeval(rows: int = 4000, repeats: int = 3, num_concurrent: int = 64) -> dict[str, Any]:
+    def lm_cmd(base: str) -> list[str]:
+        return [sys.executable, "-m", "lm_eval", "run", "--model", "local-completions", "--model_args",
+                f"model=instant,base_url={base}/completions,num_concurrent={num_concurrent},tokenizer_backend=None",
+                "--tasks", TASK, "--include_path", str(tasks)]  # fmt: skip
+
     with tempfile.TemporaryDirectory(prefix="omnieval-bench-lmeval-") as d:
         tmp = Path(d)
         tasks = _write_task(tmp, rows)
-        server, base = instant_server()
-        env = {**os.environ, **OFFLINE}
-        env.pop("OMNIEVAL_RESPONSE_CACHE", None)
-        suite = tmp / "suite.yaml"
-        suite.write_text(json.dumps({
-            "name": "bench-lmeval",
-            "models": [{"name": "instant", "source": {"kind": "endpoint", "base_url": base}, "engine": "openai"}],
-            "benchmarks": [{"name": TASK, "framework": "lmeval", "options": {"include_path": str(tasks)}}],
-            "frameworks": {"lmeval": {"env_vars": OFFLINE}}, "cache": {"enabled": False},
-        }))  # fmt: skip
-        lm_cmd = [sys.executable, "-m", "lm_eval", "run", "--model", "local-completions", "--model_args",
-                  f"model=instant,base_url={base}/completions,num_concurrent={num_concurrent},tokenizer_backend=None",
-                  "--tasks", TASK, "--include_path", str(tasks)]  # fmt: skip
-        om_cmd = [sys.executable, "-m", "omnieval", "run", str(suite), "--no-progress", "--output-dir", str(tmp / "runs")]
-        try:
-            res = alternate("lm_eval", lm_cmd, om_cmd, repeats=repeats, env=env, cwd=tmp)
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+        res = compare("lm_eval", "lmeval", TASK, tasks, tmp, lm_cmd, fw_env={}, repeats=repeats)
     return {"task": TASK, "rows": rows, "repeats": repeats, "num_concurrent": num_concurrent, **res}
 
 

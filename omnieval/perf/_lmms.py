@@ -12,14 +12,12 @@ per-repeat range.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from omnieval.perf._alone import OFFLINE, alternate, instant_server, ratio_line
+from omnieval.perf._alone import compare, ratio_line
 from omnieval.perf._alone import plot as _plot
 from omnieval.perf._common import median
 
@@ -57,28 +55,16 @@ def bench_lmms(rows: int = 1000, repeats: int = 3, num_concurrent: int = 32,
     if not py.is_file():
         raise SystemExit(f"bench lmms: no lmms-eval interpreter at {py}; build it with "
                          "bash scripts/make_framework_venv.sh lmms, or pass --python")  # fmt: skip
+
+    def lmms_cmd(base: str) -> list[str]:
+        return [str(py), "-m", "lmms_eval", "--model", "openai", "--model_args",
+                f"model_version=instant,base_url={base},api_key=EMPTY,num_concurrent={num_concurrent}",
+                "--tasks", TASK, "--include_path", str(tasks)]  # fmt: skip
+
     with tempfile.TemporaryDirectory(prefix="omnieval-bench-lmms-") as d:
         tmp = Path(d)
         tasks = _write_task(tmp, rows)
-        server, base = instant_server()
-        env = {**os.environ, **OFFLINE}
-        env.pop("OMNIEVAL_RESPONSE_CACHE", None)
-        suite = tmp / "suite.yaml"
-        suite.write_text(json.dumps({
-            "name": "bench-lmms",
-            "models": [{"name": "instant", "source": {"kind": "endpoint", "base_url": base}, "engine": "openai"}],
-            "benchmarks": [{"name": TASK, "framework": "lmms", "options": {"include_path": str(tasks)}}],
-            "frameworks": {"lmms": {"python": str(py), "env_vars": OFFLINE}}, "cache": {"enabled": False},
-        }))  # fmt: skip
-        lmms_cmd = [str(py), "-m", "lmms_eval", "--model", "openai", "--model_args",
-                    f"model_version=instant,base_url={base},api_key=EMPTY,num_concurrent={num_concurrent}",
-                    "--tasks", TASK, "--include_path", str(tasks)]  # fmt: skip
-        om_cmd = [sys.executable, "-m", "omnieval", "run", str(suite), "--no-progress", "--output-dir", str(tmp / "runs")]
-        try:
-            res = alternate("lmms_eval", lmms_cmd, om_cmd, repeats=repeats, env=env, cwd=tmp)
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+        res = compare("lmms_eval", "lmms", TASK, tasks, tmp, lmms_cmd, fw_env={"python": str(py)}, repeats=repeats)
     return {"task": TASK, "rows": rows, "repeats": repeats, "num_concurrent": num_concurrent, "python": str(py), **res}
 
 
