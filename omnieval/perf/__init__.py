@@ -101,8 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     lm.add_argument("--rows", type=int, default=1000, help="image requests (numbered tiny_shapes rows)")
     lm.add_argument("--repeats", type=int, default=3)
     lm.add_argument("--num-concurrent", type=int, default=32, help="lmms-eval's openai client concurrency (its default)")
-    lm.add_argument("--python", default="~/.cache/omnieval/venv-lmms-0.7.3/bin/python",
-                    help="the lmms-eval venv's interpreter (scripts/make_framework_venv.sh lmms)")
+    lm.add_argument("--python", help="the lmms-eval venv's interpreter (default: the one "
+                                     "scripts/make_framework_venv.sh lmms builds)")
     common(lm)
     mc = sub.add_parser("lmeval-mc", help="MMLU-sized multiple-choice lm-eval task through the pool vs lm_eval "
                                           "alone on vLLM (--server vllm) or vs the raw line rate (--server instant)")

@@ -20,13 +20,18 @@ TARGET = 1.1
 """omnieval's whole run at most this many times the framework's own."""
 
 
+def spawn_instant(port: int) -> subprocess.Popen[bytes]:
+    """An INSTANT server's process on ``port`` (not yet ready: ``wait_ready``)."""
+    return subprocess.Popen([sys.executable, "-m", "serving._instant", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
 def instant_server() -> tuple[subprocess.Popen[bytes], str]:
     """An INSTANT server on a free port, ready; its process and ``/v1`` base URL."""
     from serving import free_port
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "serving._instant", "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    server = spawn_instant(port)
     base = f"http://127.0.0.1:{port}/v1"
     try:
         wait_ready(base)

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omnieval.perf._alone import OFFLINE, timed, wait_ready
+from omnieval.perf._alone import OFFLINE, spawn_instant, timed, wait_ready
 from omnieval.perf._common import median
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "lmeval" / "mmlu_large.jsonl"
@@ -62,8 +62,7 @@ def _framework_timings(stdout: str) -> dict[str, Any]:
 def _start_server(kind: str, port: int, log: Path) -> tuple[subprocess.Popen[bytes], str | None]:
     """The server and, for vLLM, the tokenizer directory lm-eval's client loads."""
     if kind == "instant":
-        return subprocess.Popen([sys.executable, "-m", "serving._instant", "--port", str(port)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), None  # fmt: skip
+        return spawn_instant(port), None
     from omnieval._defaults import DEFAULT_MODEL_SOURCE
     from serving import gguf_to_hf, resolve_model
 

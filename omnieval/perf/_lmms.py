@@ -50,8 +50,8 @@ def _write_task(tmp: Path, rows: int) -> Path:
 
 
 def bench_lmms(rows: int = 1000, repeats: int = 3, num_concurrent: int = 32,
-               python: str = DEFAULT_PYTHON) -> dict[str, Any]:  # fmt: skip
-    py = Path(python).expanduser()
+               python: str | None = None) -> dict[str, Any]:  # fmt: skip
+    py = Path(python or DEFAULT_PYTHON).expanduser()
     if not py.is_file():
         raise SystemExit(f"bench lmms: no lmms-eval interpreter at {py}; build it with "
                          "bash scripts/make_framework_venv.sh lmms, or pass --python")  # fmt: skip
