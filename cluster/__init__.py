@@ -18,7 +18,7 @@ from cluster._placement import (
     fits,
     place,
 )
-from cluster._ray import connect, job_working_dir, replica_runtime_env, runtime_env_of
+from cluster._ray import connect, job_working_dir, replica_runtime_env, runtime_env_of, starts_local_ray
 
 __all__ = [
     "GPU_MEMORY_RESOURCE",
@@ -33,6 +33,7 @@ __all__ = [
     "job_working_dir",
     "replica_runtime_env",
     "runtime_env_of",
+    "starts_local_ray",
     "consumed",
     "demand_of",
     "deployment_options",

@@ -60,6 +60,19 @@ def replica_runtime_env() -> dict[str, Any]:
     return {k: env[k] for k in ("env_vars", "working_dir", "py_modules") if env.get(k)}
 
 
+def starts_local_ray(cfg: RayConfig | None = None) -> bool:
+    """Whether ``connect(cfg)`` will start a private local Ray rather than join one: no address given, none in
+    ``RAY_ADDRESS``, and no cluster on this machine from ``ray start`` (which ``ray.init()`` joins by itself)."""
+    if ray.is_initialized() or (cfg is not None and cfg.address) or os.environ.get("RAY_ADDRESS"):
+        return False
+    from ray._private.services import canonicalize_bootstrap_address
+
+    try:
+        return canonicalize_bootstrap_address(None) is None  # type: ignore[arg-type]  # None: what ray.init() passes
+    except Exception:  # noqa: BLE001 - cannot tell: assume a cluster to join (the conservative answer)
+        return False
+
+
 def connect(cfg: RayConfig | None = None, *, log_to_driver: bool = False) -> dict[str, Any]:
     """Join ``cfg.address`` / ``RAY_ADDRESS`` (as under ``ray job submit``) or start a private local instance; the
     suite's ``ray.runtime_env`` is added to the job's own (every actor of this driver inherits it)."""

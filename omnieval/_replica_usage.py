@@ -106,6 +106,9 @@ class ReplicaUsage(BaseModel):
     node_busy_cores: float | None = None
     """Mean busy cores of its node over the same window: minus ``cpu_cores``, what the node's other work took."""
     node_cpus: int | None = None
+    prestarted: bool = False
+    """Its engine's server was started by the driver before Ray and taken over (``pool.prestart``): its load ran
+    beside Ray's start, counted in ``load_s`` from the server's launch."""
     first_busy_s: float | None
     """Seconds from the phase's start to the first sample with work in flight."""
     last_busy_s: float | None
@@ -119,6 +122,7 @@ class Startup(NamedTuple):
     up_s: float | None = None
     deployed_at: float | None = None
     healthy_at: float | None = None
+    prestarted: bool = False
 
 
 class UsageSampler:
@@ -157,7 +161,8 @@ class UsageSampler:
             infos = [i for i in ray.get(self.controller.replicas.remote(), timeout=10)
                      if i.model in self.models and i.state in ("healthy", "draining")]  # fmt: skip
             refs = [(i, serve.get_app_handle(i.replica_id).stats.remote()) for i in infos]
-            self.startup.update((i.replica_id, Startup(i.load_s, i.up_s, i.deployed_at, i.healthy_at)) for i in infos)
+            self.startup.update((i.replica_id, Startup(i.load_s, i.up_s, i.deployed_at, i.healthy_at,
+                                                                 i.prestarted)) for i in infos)
             pool_side = ray.get(self.controller.client_in_flight.remote(), timeout=10)
             limits = ray.get(self.controller.limits.remote(), timeout=10)
             now = time.time()
@@ -235,7 +240,7 @@ def summarize(samples: list[UsageSample], start: float, end: float,
             up_at_s=max(0.0, ss[0].t - start) if ss else None,
             load_s=st.load_s, up_s=st.up_s,
             deployed_at_s=None if st.deployed_at is None else st.deployed_at - start,
-            healthy_at_s=None if st.healthy_at is None else st.healthy_at - start,
+            healthy_at_s=None if st.healthy_at is None else st.healthy_at - start, prestarted=st.prestarted,
         ))  # fmt: skip
     return out
 

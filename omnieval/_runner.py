@@ -58,6 +58,9 @@ log = logging.getLogger("omnieval")
 class RunResult:
     run_dir: Path
     manifest: RunManifest
+    prestarted: Any = None
+    """With ``run_suite(keep_pool=True, prestart=True)``: the driver's pre-started servers, which the kept replicas
+    still use; the caller closes it (``.close()``) once it has released the pool."""
 
     @cached_property
     def records(self) -> list[Record]:
@@ -116,9 +119,14 @@ def run_suite(
     resume_dir: str | Path | None = None,
     show_progress: bool | None = None,
     keep_pool: bool = False,
+    prestart: bool | None = None,
 ) -> RunResult:
     """plan (validate, run directory) → execute (pool up, streaming dispatch into the checkpoint) → finalize
-    (streaming scoring into ``records.parquet``, manifest). The driver holds the in-flight chunks, not the suite."""
+    (streaming scoring into ``records.parquet``, manifest). The driver holds the in-flight chunks, not the suite.
+
+    ``prestart``: None follows ``pool.prestart``, off for a kept pool (its replicas outlive the driver, and a
+    pre-started server dies with it); True pre-starts with a kept pool too, for a caller that releases the pool
+    before it ends and then closes ``RunResult.prestarted`` (the benches)."""
     from cluster import connect
     from pool import get_controller, start_serve_early
 
@@ -128,11 +136,19 @@ def run_suite(
                     defer_framework_check=True)  # fmt: skip
     suite, run_dir, manifest = plan.suite, plan.run_dir, plan.manifest
     inline = _start_inline(suite, run_dir)  # framework work that needs no Ray overlaps Ray's start and the deploy
+    from omnieval._prestart import prestart_engines
+
+    # the engines' servers load while Ray starts; the replicas take them over
+    prestarted = prestart_engines(suite, _needed_models(plan), keep_pool=keep_pool and not prestart)
+    t_ray = time.monotonic()
     try:
-        connect(suite.ray)
+        connected = connect(suite.ray)
+        ray_start_s = time.monotonic() - t_ray
         plan.await_framework_check()
     except BaseException:
         inline.abandon()  # its tasks would otherwise wait for a pool that never comes
+        if prestarted is not None:
+            prestarted.close()
         raise
     from omnieval._lifecycle import reinstall
 
@@ -147,11 +163,11 @@ def run_suite(
 
     events = ReplicaEvents(controller, [m.name for m in suite.models])
     heartbeat = Heartbeat(controller, manifest.run_id, suite.pool.lease_grace_s, on_tick=events.poll).start()
-    timings: dict[str, float] = {}
+    timings: dict[str, float] = {"ray_start_s": ray_start_s} if connected.get("started") else {}
     stream = _start_verifier_stream(suite)
     cancelled = False
     try:
-        fw_results, tally = _execute(plan, controller, timings, show_progress, stream, inline)
+        fw_results, tally = _execute(plan, controller, timings, show_progress, stream, inline, prestarted)
         w = max(timings["inference_s"], 1e-9)
         inferred = tally.answered - tally.cache_hits
         manifest.throughput = {
@@ -194,12 +210,14 @@ def run_suite(
                 ray.get(controller.release.remote(manifest.run_id, wait=not cancelled))
             except Exception as e:  # noqa: BLE001 - cleanup must not hide the run's own outcome
                 log.warning("pool release failed: %r", e)
+        if prestarted is not None and (not keep_pool or cancelled):  # after the release: what its replicas did not
+            prestarted.close()  # end (or all, when cancelled); a kept pool's caller closes it after its release
     timings["total_s"] = time.monotonic() - t_start
     manifest.timings = timings
     manifest.status = outcome(manifest, suite.fail_on.error_rate)
     write_manifest(run_dir, manifest)
     _upload(run_dir, manifest)
-    return RunResult(run_dir=run_dir, manifest=manifest)
+    return RunResult(run_dir=run_dir, manifest=manifest, prestarted=prestarted if keep_pool else None)
 
 
 def _upload(run_dir: Path, manifest: RunManifest) -> None:
@@ -237,9 +255,19 @@ def _keep_usage(plan: RunPlan, timings: dict[str, float], sampler: Any, start: f
     timings["inference_start_unix"], timings["inference_end_unix"] = start, end
 
 
+def _needed_models(plan: RunPlan) -> set[str]:
+    """The models this run (or what a resume has left of it) sends requests to."""
+    suite, run_dir = plan.suite, plan.run_dir
+    needed = {m for (m, b), n in plan.totals.items() if plan.done.get((m, b), 0) < n}
+    needed |= {b.judge for b in suite.benchmarks if b.judge}
+    needed |= {m.name for b in suite.benchmarks if b.framework != "builtin" for m in suite.models
+               if (b.models is None or m.name in b.models) and not _fw_file(run_dir, b.key, m.name).exists()}  # fmt: skip
+    return needed
+
+
 def _execute(
     plan: RunPlan, controller: Any, timings: dict[str, float], show_progress: bool | None, stream: Any = None,
-    inline: Any = None,
+    inline: Any = None, prestarted: Any = None,
 ) -> tuple[list[Any], _Tally]:
     """Models start in the background; every Record not yet in the checkpoint streams through the client actors
     into it (and into the streaming verifier, when on), each model's Records from the moment its own replicas are
@@ -248,10 +276,7 @@ def _execute(
     from pool import ChunkResult, EvalClient, ModelStarts, decode_records
 
     suite, run_dir, specs = plan.suite, plan.run_dir, plan.specs
-    needed = {m for (m, b), n in plan.totals.items() if plan.done.get((m, b), 0) < n}
-    needed |= {b.judge for b in suite.benchmarks if b.judge}
-    needed |= {m.name for b in suite.benchmarks if b.framework != "builtin" for m in suite.models
-               if (b.models is None or m.name in b.models) and not _fw_file(run_dir, b.key, m.name).exists()}  # fmt: skip
+    needed = _needed_models(plan)
     cache_path = _cache_path(suite)
     pool_cfg = suite.pool
     # client actors only for built-in Records still to infer (framework tasks bring their own client), on nodes that
@@ -265,6 +290,13 @@ def _execute(
     fw_refs = _start_frameworks(suite, run_dir, controller, pool_cfg, cache_path)
     starts = ModelStarts(controller, [(m, plan.manifest.run_id, replica_runtime_env()) for m in suite.models
                                       if m.name in needed], suite.pool.start_models).start()  # fmt: skip
+    if prestarted is not None:
+
+        def release_unclaimed() -> None:  # once every replica has taken its server or launched its own
+            starts.wait_settled()
+            prestarted.release_unclaimed()
+
+        threading.Thread(target=release_unclaimed, daemon=True, name="omnieval-prestart-release").start()
     from omnieval._replica_usage import UsageSampler
 
     sampler = UsageSampler(controller, sorted(needed), suite.pool.usage_sample_period_s).start()

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pool._cache import CacheLookup, ResponseCache, cache_key, default_cache_path, lookup_response, lookup_scores
 from pool._client import EvalClient
-from pool._controller import CONTROLLER_NAME, NAMESPACE, PoolController, fingerprint, get_controller, start_serve_early
+from pool._controller import (
+    CONTROLLER_NAME,
+    NAMESPACE,
+    PoolController,
+    engine_kwargs_with_tp,
+    fingerprint,
+    get_controller,
+    start_serve_early,
+)
 from pool._dispatch import Dispatcher, NoReplicaAvailable
 from pool._nice import yield_cpu
 from pool._starts import ModelStarts
@@ -28,6 +36,7 @@ __all__ = [
     "decode_records",
     "default_cache_path",
     "encode_records",
+    "engine_kwargs_with_tp",
     "fingerprint",
     "get_controller",
     "start_serve_early",

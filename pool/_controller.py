@@ -589,6 +589,7 @@ class PoolController:
         info.tokenizer_dir = stats.tokenizer_dir
         info.log = stats.log or info.log
         info.load_s = stats.load_s
+        info.prestarted = stats.prestarted
         lim = self._limiters.get(info.replica_id)
         if lim is not None:  # a client synced before the replica's first stats said how many slots it batches
             lim.start_at_least(int(stats.slots))

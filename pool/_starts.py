@@ -123,6 +123,10 @@ class ModelStarts:
         if model in self.errors:
             raise self.errors[model]
 
+    def wait_settled(self) -> None:
+        """Until every model's start has ended (its replicas healthy or failed), without raising."""
+        self._done.wait()
+
     def first_error(self) -> BaseException | None:
         return next(iter(self.errors.values()), None)
 

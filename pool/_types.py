@@ -51,6 +51,8 @@ class ReplicaInfo(BaseModel):
     """``host:path`` of the engine server's log."""
     load_s: float | None = None
     """The engine's own load time (``EngineStats.load_s``)."""
+    prestarted: bool = False
+    """Its engine's server was started by the run's driver before Ray and taken over (``EngineStats.prestarted``)."""
     up_s: float | None = None
     """Seconds from the deploy call to healthy: the engine's load plus placement and Serve's deploy."""
     deployed_at: float | None = None

@@ -16,10 +16,12 @@ from serving._features import EngineFeatures, declared
 from serving._isa import cpu_flags, cpu_info, native_bf16
 from serving._llamacpp import LlamaCppEngine
 from serving._llamacpp_bin import LLAMACPP_VERSION, build_llama_server, find_llama_server
-from serving._managed import ManagedServer, free_port, ray_node_ip
+from serving._managed import ManagedServer, ServerEngine, free_port, ray_node_ip
 from serving._messages import prompt_text, to_openai
 from serving._models import resolve_model
 from serving._openai import OpenAIEngine, chat_payload, parse_chat_completion, parse_completion, request_route
+from serving._prestart import PrestartSet
+from serving._prestart import supported as prestart_supported
 from serving._scoring import ScoringDialect, parse_scores, parse_tokens, root_url, score_bodies, tokenize_body
 from serving._simulated import DEFAULT_PROFILE, SIMULATED_TEXT, EngineProfile, PrefixCache, block_hashes
 from serving._types import (
@@ -76,10 +78,12 @@ __all__ = [
     "ManagedServer",
     "OpenAIEngine",
     "PrefixCache",
+    "PrestartSet",
     "SIMULATED_TEXT",
     "ScoreRequest",
     "ScoreResult",
     "ScoringDialect",
+    "ServerEngine",
     "TokenLogprob",
     "TokenizeRequest",
     "TokenizeResult",
@@ -99,6 +103,7 @@ __all__ = [
     "parse_completion",
     "parse_scores",
     "parse_tokens",
+    "prestart_supported",
     "prompt_text",
     "ray_node_ip",
     "request_route",

@@ -49,6 +49,10 @@ class EngineReplica:
                                          source=spec.source, engine_kwargs=spec.engine_kwargs)  # fmt: skip
         await self.engine.start()
         self._load_s = time.monotonic() - t0
+        self._prestarted = bool(getattr(self.engine, "prestarted", False))
+        spawned = getattr(self.engine, "spawned_at", None)
+        if self._prestarted and spawned is not None:  # its load began before this replica: count it from there
+            self._load_s = max(self._load_s, time.time() - spawned)
         self._node_id = ray.get_runtime_context().get_node_id()
         self._path = str(path) if path else None
         self._sha = path_sha256(path) if path and path.exists() else None
@@ -67,6 +71,7 @@ class EngineReplica:
         s = await self.engine.poll_stats()
         s.node_id = self._node_id
         s.load_s = self._load_s
+        s.prestarted = self._prestarted
         s.engine_version = self.engine.version()
         s.model_path = self._path
         s.model_sha256 = self._sha

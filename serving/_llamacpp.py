@@ -96,7 +96,7 @@ class LlamaCppEngine(ServerEngine):
     def version(self) -> str | None:
         return self._version
 
-    async def start(self) -> None:
+    async def prepare(self) -> None:
         binary = find_llama_server()
         if not self.model_path.is_file():
             raise OmnievalUserError(f"llama.cpp model file not found: {self.model_path}")
@@ -108,6 +108,8 @@ class LlamaCppEngine(ServerEngine):
         # build flags change numerics but not --version: the cache dir name (<version>-<arch>-<tag>) says which build
         self._version = f"{reported} [{binary.parent.name}]"
         self._binary = binary
+
+    async def start(self) -> None:
         await super().start()
         self._stats.prefix_token_id = await self._prefix_token()
 

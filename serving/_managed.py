@@ -26,6 +26,7 @@ import httpx
 
 from omnieval.core import ReplicaDead
 from serving._openai import OpenAIEngine
+from serving._prestart import AdoptedProcess, Handoff, claim, server_key
 from serving._types import Endpoint, GenerationRequest, GenerationResult
 
 
@@ -158,8 +159,22 @@ class ManagedServer:
         self.bind_all = (self.node_ip is not None) if bind_all is None else bind_all
         self.api_key = new_api_key() if self.bind_all else None
         self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | AdoptedProcess | None = None
         self.log_path: Path | None = None
+        self.spawned_at: float | None = None
+        """Unix time the server process was launched (by this process, or by the driver that pre-started it)."""
+        self.adopted = False
+
+    @property
+    def prestart_key(self) -> str:
+        """What a pre-started server must match to be taken over (``serving._prestart``)."""
+        return server_key(self.cmd_template, self.env, self.nice)
+
+    def adopt(self, info: Handoff, proc: AdoptedProcess) -> None:
+        """Own a server the driver pre-started with this command (``serving._prestart.claim``). It listens on
+        loopback without a key: the driver started it before Ray, on the node every replica of the run is on."""
+        self.port, self.proc, self.log_path, self.spawned_at = info.port, proc, Path(info.log_path), info.spawned_at
+        self.bind_all, self.api_key, self.adopted = False, None, True
 
     @property
     def local_url(self) -> str:
@@ -193,6 +208,7 @@ class ManagedServer:
         self.proc = subprocess.Popen(
             with_parent(cmd, self.nice), stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
         )
+        self.spawned_at = time.time()
         os.close(fd)
 
     async def wait_ready(self, timeout_s: float) -> None:
@@ -252,6 +268,8 @@ class ManagedServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if isinstance(self.proc, AdoptedProcess):
+            self.proc.release()
         self.proc = None
         if crashed:
             self.keep_log()
@@ -298,6 +316,9 @@ class ServerEngine(OpenAIEngine):
 
     score_dialect: ClassVar[Literal["vllm", "llamacpp", "sglang"] | None] = None
     """How the server scores log-likelihoods (``serving._scoring``); None: it cannot."""
+    prestartable: ClassVar[bool] = True
+    """The driver may start this engine's server before Ray for a replica to take over (``serving._prestart``):
+    its command depends only on the engine's arguments and the node, not on the replica's Ray worker."""
 
     @classmethod
     def scoring(cls, kwargs: dict[str, Any]) -> str | None:
@@ -320,14 +341,33 @@ class ServerEngine(OpenAIEngine):
         """Niceness of the server process (0: an engine is the workload)."""
         return 0
 
+    async def prepare(self) -> None:
+        """What must be known before the server's command (its binary, checkpoint, checked arguments): the part of
+        ``start`` a pre-starting driver runs too."""
+
+    def new_server(self, bind_all: bool | None = None) -> ManagedServer:
+        return ManagedServer(f"{self.name}-{self._stats.replica_id}", self.server_command(), env=self.server_env(),
+                             nice=self.server_nice(), bind_all=bind_all)  # fmt: skip
+
+    async def prestart(self) -> ManagedServer:
+        """The driver's launch of this engine's server, for a replica to take over (``serving._prestart``): on
+        loopback without a key, whether or not Ray is up by now (every replica of the run is on this node)."""
+        await self.prepare()
+        server = self.new_server(bind_all=False)
+        server.launch()
+        return server
+
     async def start(self) -> None:
-        self._server = ManagedServer(
-            f"{self.name}-{self._stats.replica_id}",
-            self.server_command(),
-            env=self.server_env(),
-            nice=self.server_nice(),
-        )
-        self._server.launch()
+        """``prepare``, then take over the server the driver pre-started with the same command, or launch it."""
+        await self.prepare()
+        self._server = self.new_server()
+        got = None
+        if self.prestartable:
+            got = await asyncio.to_thread(claim, self._stats.model, self._server.prestart_key, self.startup_timeout_s)
+        if got is not None:
+            self._server.adopt(*got)
+        else:
+            self._server.launch()
         self.base_url = self._server.local_url + "/v1"
         self._api_key = self._server.api_key or ""
         await self._server.wait_ready(self.startup_timeout_s)
@@ -365,6 +405,14 @@ class ServerEngine(OpenAIEngine):
             self._server.keep_log()  # died under a live replica: the log says why
             return False
         return await super().check_health()
+
+    @property
+    def spawned_at(self) -> float | None:
+        return self._server.spawned_at if self._server is not None else None
+
+    @property
+    def prestarted(self) -> bool:
+        return self._server is not None and self._server.adopted
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         if self._server is not None and not self._server.alive():

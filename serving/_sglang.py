@@ -96,7 +96,7 @@ class SGLangEngine(ServerEngine):
     def version(self) -> str | None:
         return self._version
 
-    async def start(self) -> None:
+    async def prepare(self) -> None:
         if importlib.util.find_spec("sglang") is None:
             raise MissingDependencyError("the sglang engine", SGLANG_PIP)
         if not has_cuda_device():
@@ -110,7 +110,10 @@ class SGLangEngine(ServerEngine):
         bad = set(self.args) - fields if fields else set()
         if bad:
             raise OmnievalUserError(f"engine 'sglang': this sglang's ServerArgs has no field(s) {sorted(bad)}")
+
+    async def start(self) -> None:
         await super().start()
+        assert self.checkpoint is not None
         self._stats.prefix_token_id = checkpoint_prefix_token(self.checkpoint)
         self._stats.tokenizer_dir = self.checkpoint if Path(self.checkpoint).is_dir() else None
 

@@ -223,7 +223,10 @@ class EngineStats(BaseModel):
     """Engine start time (epoch seconds)."""
     load_s: float | None = None
     """Seconds the replica took to build and start its engine (weights loaded, server healthy): the engine's own
-    load time, without Ray's placement and Serve's deploy around it."""
+    load time, without Ray's placement and Serve's deploy around it. For a server the driver pre-started, from its
+    launch."""
+    prestarted: bool = False
+    """The replica took over a server the driver started before Ray (``serving._prestart``)."""
     node_id: str | None = None
     """Ray node the replica runs on."""
     engine_version: str | None = None

@@ -218,7 +218,7 @@ class VLLMEngine(ServerEngine):
     def version(self) -> str | None:
         return self._version
 
-    async def start(self) -> None:
+    async def prepare(self) -> None:
         if importlib.util.find_spec("vllm") is None:
             raise MissingDependencyError("the vllm engine", vllm_pip_line())
         from serving._convert import resolve_checkpoint
@@ -227,7 +227,10 @@ class VLLMEngine(ServerEngine):
         self.checkpoint = await asyncio.to_thread(resolve_checkpoint, self.model_path, name=self._stats.model,
                                                   dtype=self.own["convert_dtype"])  # fmt: skip
         engine_args_dict(self.checkpoint, self.args, engine_arg_fields())  # a typo fails here, with the allowed names
+
+    async def start(self) -> None:
         await super().start()
+        assert self.checkpoint is not None
         self._stats.prefix_token_id = checkpoint_prefix_token(self.checkpoint)
         self._stats.tokenizer_dir = self.checkpoint if Path(self.checkpoint).is_dir() else None
 

@@ -426,6 +426,13 @@ class PoolConfig(_Config):
     (separate nodes, GPUs); ``sequential``: one replica after another, models in suite order (one small node, where
     concurrent loads only compete for the same cores). Either way a model's requests go out from its first healthy
     replica; one of its replicas failing to start while another serves is logged in the run's replica events."""
+    prestart: bool = True
+    """Start engine servers (vLLM, SGLang, llama-server) from the driver right after planning, before Ray, and let
+    the replicas take them over: the slowest engine's load then overlaps Ray's and the pool's start instead of
+    following them. Only where the run starts its own local Ray (no ``ray.address``, no ``RAY_ADDRESS``, no
+    ``ray.runtime_env``), with ``start_models: parallel``, for CPU replicas (a GPU is Ray's to assign), and not with
+    ``--keep-pool`` (a kept replica outlives the driver its server would die with). A replica whose command differs
+    launches its own and the unused server is ended (logged)."""
     usage_sample_period_s: float = Field(default=1.0, gt=0)
     """How often the driver samples each replica's own counters (in flight, queue, prefill and decode tokens, KV
     usage) into the run's ``replica-timeline.jsonl`` and ``manifest.replica_usage``."""

@@ -89,20 +89,50 @@ class _CheckpointWatcher:
         return self.arrivals[k - 1] - start
 
 
-def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = None) -> dict[str, Any]:
+def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = None,
+                  own_ray: bool = False) -> dict[str, Any]:  # fmt: skip
     """One ``run_suite`` over the benchmarks; engine stats are read before the pool is released, and ``probe``
-    (if given) is called with the live replicas' ``ReplicaInfo`` list while they still run."""
+    (if given) is called with the live replicas' ``ReplicaInfo`` list while they still run.
+
+    ``own_ray``: the run starts its own local Ray, as ``omnieval run`` does (with its engine servers started
+    before it, ``pool.prestart``), and Ray is shut down after it; its start is in ``e2e_s`` and ``ray_init_s``."""
     import ray
 
     from omnieval._runner import run_suite
     from pool import get_controller
+
+    try:
+        return _run_federated(suite, bench_names, probe, own_ray, ray, run_suite, get_controller)
+    finally:
+        if own_ray and ray.is_initialized():
+            ray.shutdown()
+
+
+def _engine_pids(ids: list[str]) -> dict[int, str]:
+    """Engine server pid -> the group its replica's processes are charged to: a server the driver pre-started is
+    the driver's child, but its CPU is its replica's."""
+    from ray import serve
+
+    out = {}
+    for rid in ids:
+        try:
+            pid = serve.get_app_handle(rid).pid.remote().result(timeout_s=30)
+        except Exception:  # noqa: BLE001 - a replica gone by now: its server is gone too
+            continue
+        if pid is not None:
+            out[int(pid)] = f"ray::ServeReplica:{rid}:EngineReplica"
+    return out
+
+
+def _run_federated(suite: SuiteConfig, bench_names: list[str], probe: Any, own_ray: bool, ray: Any, run_suite: Any,
+                   get_controller: Any) -> dict[str, Any]:  # fmt: skip
 
     sub = suite.model_copy(update={"benchmarks": [b for b in suite.benchmarks if b.name in bench_names or b.key in bench_names]})
     with tempfile.TemporaryDirectory(prefix="omnieval-bench-fed-") as out:
         t0 = time.monotonic()
         t0_wall = time.time()
         with _CheckpointWatcher(Path(out)) as watch, NodeCpuWatcher() as node_cpu:
-            res = run_suite(sub, output_dir=out, show_progress=False, keep_pool=True)
+            res = run_suite(sub, output_dir=out, show_progress=False, keep_pool=True, prestart=own_ray or None)
         e2e = time.monotonic() - t0
         t_end_wall = time.time()
         recs = res.records  # read back from the run directory before it goes
@@ -118,9 +148,12 @@ def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = No
         try:
             live = ray.get(ctl.replicas.remote())
             ids = [r.replica_id for r in live]
+            node_cpu.owners.update(_engine_pids(ids))
             probed = probe(live) if probe is not None else None
         finally:
             ray.get(ctl.release.remote(res.manifest.run_id))
+            if res.prestarted is not None:
+                res.prestarted.close()
         # the retired replicas' final stats, merged with what clients saw them serve: requests sent straight to an
         # engine's server never pass the replica process, whose own busy time would read 0
         retired = ray.get(ctl.retired.remote())
@@ -144,6 +177,8 @@ def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = No
     return {
         "wall_s": wall,
         "e2e_s": e2e,
+        "ray_inside": own_ray,
+        "ray_init_s": tm.get("ray_start_s"),
         "pool_up_s": res.manifest.timings.get("pool_up_s"),
         "active_s": active if active is not None else wall,
         "records": len(recs),

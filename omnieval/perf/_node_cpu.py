@@ -64,18 +64,22 @@ def snapshot() -> dict[int, _Proc]:
     return out
 
 
-def group_of(pid: int, procs: dict[int, _Proc]) -> str:
-    """The process's nearest ``ray::`` ancestor-or-self title (its own title when it has none)."""
+def group_of(pid: int, procs: dict[int, _Proc], owners: dict[int, str] | None = None) -> str:
+    """The process's nearest ``ray::`` ancestor-or-self title (its own title when it has none); a process in
+    ``owners`` (or below one) is its owner's, whoever started it (an engine server the driver pre-started)."""
     p, seen = pid, set()
     while p in procs and p not in seen:
         seen.add(p)
+        if owners and p in owners:
+            return owners[p]
         if procs[p].title.startswith("ray::"):
             return procs[p].title
         p = procs[p].ppid
     return procs[pid].title
 
 
-def cores_by_group(a: tuple[float, dict[int, _Proc]], b: tuple[float, dict[int, _Proc]]) -> dict[str, float]:
+def cores_by_group(a: tuple[float, dict[int, _Proc]], b: tuple[float, dict[int, _Proc]],
+                   owners: dict[int, str] | None = None) -> dict[str, float]:  # fmt: skip
     """Mean cores each group used between two snapshots; a process born between them counts from 0, one that ended
     between them is its parent's once reaped (else seen in neither)."""
     (ta, pa), (tb, pb) = a, b
@@ -86,7 +90,7 @@ def cores_by_group(a: tuple[float, dict[int, _Proc]], b: tuple[float, dict[int, 
     for pid, p in pb.items():
         d = p.ticks - (pa[pid].ticks if pid in pa and pa[pid].ticks <= p.ticks else 0)
         if d > 0:
-            g = group_of(pid, pb)
+            g = group_of(pid, pb, owners)
             out[g] = out.get(g, 0.0) + d / hz / span
     return out
 
@@ -99,6 +103,8 @@ class NodeCpuWatcher:
         self.period_s = period_s
         self.samples: list[tuple[float, dict[int, _Proc]]] = []
         self.node_busy_s: list[float | None] = []
+        self.owners: dict[int, str] = {}
+        """Pid -> group for processes charged to someone other than their Ray ancestor (``group_of``)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="bench-node-cpu")
 
@@ -129,7 +135,7 @@ class NodeCpuWatcher:
         b = min((s for s in self.samples if s[0] >= end), key=lambda s: s[0], default=self.samples[-1])
         if b[0] <= a[0]:
             return None
-        return {"from": a[0], "to": b[0], "cores": cores_by_group(a, b)}
+        return {"from": a[0], "to": b[0], "cores": cores_by_group(a, b, self.owners)}
 
     def run_total(self) -> dict[str, Any] | None:
         """Core-seconds per group over the whole watch, busiest first, and the node's busy core-seconds (``/proc/stat``:
@@ -137,7 +143,7 @@ class NodeCpuWatcher:
         if len(self.samples) < 2 or self.node_busy_s[0] is None or self.node_busy_s[-1] is None:
             return None
         span = self.samples[-1][0] - self.samples[0][0]
-        cores = cores_by_group(self.samples[0], self.samples[-1])
+        cores = cores_by_group(self.samples[0], self.samples[-1], self.owners)
         return {"span_s": round(span, 2), "cpus": os.cpu_count(),
                 "busy_core_s": round(self.node_busy_s[-1] - self.node_busy_s[0], 1),
                 "groups": [{"name": g, "core_s": round(c * span, 1)} for g, c in sorted(cores.items(), key=lambda x: -x[1])

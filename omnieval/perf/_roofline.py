@@ -103,14 +103,21 @@ def floor(reps: list[dict[str, Any]], node: dict[str, Any], ray_init_s: float | 
     def least_load(r: dict[str, Any]) -> float:
         return min([float(x) for x in (r.get("load_s"), r.get("solo_load_s")) if x is not None], default=0.0)
 
-    per = [(r["replica_id"], least_load(r), r["bound_s"]) for r in reps if r["bound_s"] is not None]
+    per = [(r["replica_id"], least_load(r), r["bound_s"], bool(r.get("prestarted"))) for r in reps
+           if r["bound_s"] is not None]  # fmt: skip
     if not per or ray_init_s is None:
         return {"floor_s": None, "why": "no replica has a roofline bound" if not per else "Ray's start-up unknown"}
-    rid, load, bound = max(per, key=lambda x: x[1] + x[2])
+    ray_s = float(ray_init_s)
+
+    def ready(load: float, prestarted: bool) -> float:  # a pre-started server loads while Ray starts
+        return max(ray_s, load) if prestarted else ray_s + load
+
+    rid, load, bound, pre = max(per, key=lambda x: ready(x[1], x[3]) + x[2])
     node_s = float(node.get("bound_s") or 0.0)
-    return {"floor_s": float(ray_init_s) + max(load + bound, node_s), "ray_init_s": float(ray_init_s),
-            "replica": rid, "load_s": load, "bound_s": bound, "node_bound_s": node_s,
-            "by": "replica" if load + bound >= node_s else "node"}  # fmt: skip
+    by_replica = ready(load, pre) + bound
+    return {"floor_s": max(by_replica, ray_s + node_s), "ray_init_s": ray_s,
+            "replica": rid, "load_s": load, "bound_s": bound, "node_bound_s": node_s, "prestarted": pre,
+            "by": "replica" if by_replica >= ray_s + node_s else "node"}  # fmt: skip
 
 
 def calibration_check(profiles: dict[str, dict[str, Any]], cpu: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -236,7 +243,7 @@ def diagnose(row: dict[str, Any], profiles: dict[str, dict[str, Any]], cpus: int
             "load_s": u.get("load_s"), "up_s": u.get("up_s"), "solo_load_s": (prof or {}).get("startup_s"),
             "no_bound": None if prof else f"no calibration for engine {u['engine']!r} "
                                           f"(omnieval bench calibrate --engine {u['engine']})",
-            "last_busy_s": u.get("last_busy_s"), "idle_reasons": reasons,
+            "last_busy_s": u.get("last_busy_s"), "idle_reasons": reasons, "prestarted": bool(u.get("prestarted")),
         })  # fmt: skip
     tm = row.get("timings") or {}
     loads = [r["load_s"] for r in reps if r.get("load_s") is not None]

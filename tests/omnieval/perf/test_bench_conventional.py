@@ -139,13 +139,13 @@ def test_same_engine_runs_each_modality_alone_and_sums_them(monkeypatch) -> None
 
     calls: list[list[str]] = []
 
-    def fake_run(suite, keys, probe=None):  # type: ignore[no-untyped-def]
+    def fake_run(suite, keys, probe=None, own_ray=False):  # type: ignore[no-untyped-def]
         calls.append(list(keys))
         n = len(calls)
         return {"e2e_s": 10.0 * n, "wall_s": 6.0 * n, "by_benchmark": {k: {"output_tokens": 5, "records": 2} for k in keys},
                 "done_at": {k: 100.0 + n for k in keys}, "t_start": 100.0, "t_inference_start": 100.0,
                 "engines": [], "output_tokens": 5 * len(keys), "records": 2 * len(keys), "errors": 0,
-                "pool_up_s": 1.0}  # fmt: skip
+                "pool_up_s": 1.0, "ray_inside": own_ray, "ray_init_s": 3.0 if own_ray else None}  # fmt: skip
 
     monkeypatch.setattr(fed, "run_federated", fake_run)
     suite = load_suite("examples/bench_omni_transformers.yaml")
@@ -155,6 +155,11 @@ def test_same_engine_runs_each_modality_alone_and_sums_them(monkeypatch) -> None
     assert row["by_modality"]["text"]["e2e_s"] == 12.0 and row["by_modality"]["audio"]["e2e_s"] == 42.0
     assert row["e2e_s"] == pytest.approx(sum(2.0 + 10.0 * n for n in range(1, 5)))
     assert row["inference_s"] == pytest.approx(60.0) and set(row["runs"]) == {"text", "image", "video", "audio"}
+    # runs that start their own Ray (as `omnieval run` does) have its start in their times: nothing is added
+    calls.clear()
+    own = _same_engine_row(suite, 0, 0.0, modality, lambda m: None, own_ray=True)
+    assert own["e2e_s"] == pytest.approx(sum(10.0 * n for n in range(1, 5))) and own["ray_init_s"] == 3.0
+    assert own["by_modality"]["text"]["e2e_s"] == 10.0 and all(r["ray_init_s"] == 3.0 for r in own["runs"].values())
 
 
 def test_same_engine_time_is_split_into_start_up_and_engine_time() -> None:

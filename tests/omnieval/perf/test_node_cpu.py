@@ -28,6 +28,12 @@ def test_a_process_is_charged_to_its_nearest_ray_actor() -> None:
     assert group_of(3, procs) == "ray::ServeReplica:vlm-r1:EngineReplica"
     assert group_of(5, procs) == "ray::PoolClient"
     assert group_of(1, procs) == "raylet"
+    # a server the driver started before Ray (pool.prestart) is the driver's child but its replica's engine
+    procs[6] = _Proc(ppid=5, ticks=0, title="llama-server")
+    procs[7] = _Proc(ppid=6, ticks=0, title="llama-server-helper")
+    owners = {6: "ray::ServeReplica:smol-r2:EngineReplica"}
+    assert group_of(7, procs, owners) == group_of(6, procs, owners) == "ray::ServeReplica:smol-r2:EngineReplica"
+    assert group_of(6, procs) == "ray::PoolClient" and group_of(5, procs, owners) == "ray::PoolClient"
 
 
 def test_cores_per_group_over_a_window_and_the_engines_own_left_out() -> None:

@@ -154,6 +154,14 @@ def test_floor_is_ray_start_then_the_slowest_load_plus_bound_or_the_node() -> No
                   {"vllm": prof, "transformers": {**PROFILE, "cores": 1}}, cpus=2)  # fmt: skip
     assert d2["floor"]["by"] == "node" and d2["floor"]["floor_s"] == pytest.approx(5.0 + (80 + 60 + 60) / 2)
     assert diagnose({"inference_s": 1.0, "e2e_s": 2.0, "replica_usage": [v]}, {"vllm": prof})["floor"]["floor_s"] is None
+    # a server the driver pre-started loads while Ray starts: the later of the two, then its bound
+    pre = {**v, "prestarted": True}
+    d3 = diagnose({"inference_s": 100.0, "e2e_s": 120.0, "ray_init_s": 5.0, "replica_usage": [pre, t]},
+                  {"vllm": prof, "transformers": {**PROFILE, "cores": 1}}, cpus=2)  # fmt: skip
+    assert d3["floor"]["floor_s"] == pytest.approx(max(5.0, 30.0) + 40.0) and d3["floor"]["prestarted"]
+    slow_ray = diagnose({"inference_s": 100.0, "e2e_s": 120.0, "ray_init_s": 38.0, "replica_usage": [pre]},
+                        {"vllm": prof}, cpus=2)  # fmt: skip
+    assert slow_ray["floor"]["floor_s"] == pytest.approx(38.0 + 40.0)  # it cannot serve before Ray is up
 
 
 def test_ceiling_bounds_the_speedup_and_says_whether_the_paper_row_fits() -> None:
