@@ -144,7 +144,9 @@ def run_suite(
     try:
         connected = connect(suite.ray)
         ray_start_s = time.monotonic() - t_ray
+        t_check = time.monotonic()
         plan.await_framework_check()
+        check_wait_s = time.monotonic() - t_check
     except BaseException:
         inline.abandon()  # its tasks would otherwise wait for a pool that never comes
         if prestarted is not None:
@@ -164,6 +166,8 @@ def run_suite(
     events = ReplicaEvents(controller, [m.name for m in suite.models])
     heartbeat = Heartbeat(controller, manifest.run_id, suite.pool.lease_grace_s, on_tick=events.poll).start()
     timings: dict[str, float] = {"ray_start_s": ray_start_s} if connected.get("started") else {}
+    timings["framework_check_wait_s"] = check_wait_s  # what the check took beyond Ray's start
+    timings["setup_s"] = time.monotonic() - t_start  # plan, Ray, the check, Serve and the pool controller asked for
     stream = _start_verifier_stream(suite)
     cancelled = False
     try:

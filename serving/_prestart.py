@@ -55,7 +55,13 @@ def supported() -> bool:
 
 
 def _slot(model: str, i: int) -> str:
-    return f"{hashlib.sha256(model.encode()).hexdigest()[:12]}-{i}.sock"  # a socket path has 108 bytes at most
+    return f"{hashlib.sha256(model.encode()).hexdigest()[:12]}-{i}.sock"
+
+
+def _socket_root() -> str:
+    """The system temp directory, or ``/tmp`` where that path is too long: a Unix socket's path has 107 bytes."""
+    root = tempfile.gettempdir()
+    return root if len(root) <= 60 or not os.path.isdir("/tmp") else "/tmp"
 
 
 def _readline(sock: socket.socket, timeout_s: float | None) -> str:
@@ -214,7 +220,7 @@ class PrestartSet:
     """The driver's pre-started servers for one run."""
 
     def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="omnieval-prestart-"))
+        self.dir = Path(tempfile.mkdtemp(prefix="omnieval-prestart-", dir=_socket_root()))
         self.servers: list[_Prestarted] = []
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
