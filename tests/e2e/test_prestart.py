@@ -20,6 +20,7 @@ from omnieval import read_records
 from omnieval._artifacts import CHECKPOINT
 from omnieval._defaults import DEFAULT_MODEL_SOURCE
 from omnieval.core import Record
+from omnieval.perf._node_cpu import snapshot
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,19 +49,8 @@ def _run(suite: Path, out: Path) -> subprocess.Popen[str]:
 
 
 def _servers_of(pid: int) -> list[int]:
-    """llama-server processes whose parent is ``pid``."""
-    out = []
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            stat = (p / "stat").read_text()
-        except OSError:
-            continue
-        comm, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
-        if comm.startswith("llama-server") and int(rest[1]) == pid:
-            out.append(int(p.name))
-    return out
+    """llama-server processes whose parent is ``pid`` (the kernel's process table, as the bench reads it)."""
+    return [p for p, info in snapshot().items() if info.ppid == pid and info.title.startswith("llama-server")]
 
 
 def _by_key(run_dir: Path) -> dict[tuple[str, str, int], Record]:
