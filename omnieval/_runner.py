@@ -139,7 +139,8 @@ def run_suite(
     from omnieval._prestart import prestart_engines
 
     # the engines' servers load while Ray starts; the replicas take them over
-    prestarted = prestart_engines(suite, _needed_models(plan), keep_pool=keep_pool and not prestart)
+    needed = _needed_models(plan)
+    prestarted = prestart_engines(suite, needed, keep_pool=keep_pool and not prestart)
     t_ray = time.monotonic()
     try:
         connected = connect(suite.ray)
@@ -171,7 +172,8 @@ def run_suite(
     stream = _start_verifier_stream(suite)
     cancelled = False
     try:
-        fw_results, tally = _execute(plan, controller, timings, show_progress, stream, inline, prestarted)
+        fw_results, tally = _execute(plan, needed, controller, timings, show_progress, stream, inline,
+                                     prestarted)  # fmt: skip
         w = max(timings["inference_s"], 1e-9)
         inferred = tally.answered - tally.cache_hits
         manifest.throughput = {
@@ -270,8 +272,8 @@ def _needed_models(plan: RunPlan) -> set[str]:
 
 
 def _execute(
-    plan: RunPlan, controller: Any, timings: dict[str, float], show_progress: bool | None, stream: Any = None,
-    inline: Any = None, prestarted: Any = None,
+    plan: RunPlan, needed: set[str], controller: Any, timings: dict[str, float], show_progress: bool | None,
+    stream: Any = None, inline: Any = None, prestarted: Any = None,
 ) -> tuple[list[Any], _Tally]:
     """Models start in the background; every Record not yet in the checkpoint streams through the client actors
     into it (and into the streaming verifier, when on), each model's Records from the moment its own replicas are
@@ -280,7 +282,6 @@ def _execute(
     from pool import ChunkResult, EvalClient, ModelStarts, decode_records
 
     suite, run_dir, specs = plan.suite, plan.run_dir, plan.specs
-    needed = _needed_models(plan)
     cache_path = _cache_path(suite)
     pool_cfg = suite.pool
     # client actors only for built-in Records still to infer (framework tasks bring their own client), on nodes that

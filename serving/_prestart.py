@@ -54,8 +54,12 @@ def supported() -> bool:
     return hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal")
 
 
+def _prefix(model: str) -> str:
+    return hashlib.sha256(model.encode()).hexdigest()[:12]
+
+
 def _slot(model: str, i: int) -> str:
-    return f"{hashlib.sha256(model.encode()).hexdigest()[:12]}-{i}.sock"
+    return f"{_prefix(model)}-{i}.sock"
 
 
 def _socket_root() -> str:
@@ -74,6 +78,15 @@ def _readline(sock: socket.socket, timeout_s: float | None) -> str:
             return ""
         buf += chunk
     return buf.decode()
+
+
+def _send(sock: socket.socket, msg: dict[str, Any]) -> bool:
+    """One JSON line; False when the other side is gone."""
+    try:
+        sock.sendall(f"{json.dumps(msg)}\n".encode())
+    except OSError:
+        return False
+    return True
 
 
 @dataclass
@@ -125,10 +138,7 @@ class _Prestarted:
             self.exit_rc = rc
             conn = self._conn
         if conn is not None:
-            try:
-                conn.sendall(f"{json.dumps({'exit': rc})}\n".encode())
-            except OSError:
-                pass
+            _send(conn, {"exit": rc})
 
     def _hand_over(self) -> None:
         while True:
@@ -146,8 +156,7 @@ class _Prestarted:
                 info = Handoff(key=s.prestart_key, port=s.port, pid=s.proc.pid, log_path=str(s.log_path),
                                spawned_at=s.spawned_at or time.time())  # fmt: skip
                 try:
-                    conn.sendall(f"{json.dumps(info.__dict__)}\n".encode())
-                    reply = json.loads(_readline(conn, 60.0) or "{}")
+                    reply = json.loads(_readline(conn, 60.0) or "{}") if _send(conn, info.__dict__) else {}
                 except (OSError, ValueError):
                     conn.close()
                     continue  # that replica went away mid-handoff: the next one may take it
@@ -163,10 +172,7 @@ class _Prestarted:
                 self.taken.set()
                 self._unlisten()
             if exited is not None:  # exited between the handoff and now: say so
-                try:
-                    conn.sendall(f"{json.dumps({'exit': exited})}\n".encode())
-                except OSError:
-                    pass
+                _send(conn, {"exit": exited})
             self._hold(conn)
             return
 
@@ -188,14 +194,9 @@ class _Prestarted:
         self.path.unlink(missing_ok=True)
 
     def _end_server(self) -> None:
-        s = self.server
-        if s is None or s.proc is None or s.proc.poll() is not None:
-            return
-        s.proc.terminate()
-        try:
-            s.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            s.proc.kill()
+        """``ManagedServer.stop``: terminate, then kill; its log removed after a clean stop, kept after a crash."""
+        if self.server is not None:
+            self.server.stop()
 
     def close(self) -> None:
         """No replica takes it any more: end it (a taken one is its replica's to end, and ends with it)."""
@@ -207,13 +208,6 @@ class _Prestarted:
             taken = self.taken.is_set()
         if not taken:
             self._end_server()
-            s = self.server
-            if s is not None and s.log_path is not None and s.proc is not None:
-                try:
-                    s.proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    pass
-                Path(s.log_path).unlink(missing_ok=True)
 
 
 class PrestartSet:
@@ -340,8 +334,7 @@ def claim(model: str, key: str, timeout_s: float) -> tuple[Handoff, AdoptedProce
     root = os.environ.get(ENV_DIR)
     if not root or not supported():
         return None
-    prefix = _slot(model, 0).rsplit("-", 1)[0]
-    for path in sorted(Path(root).glob(f"{prefix}-*.sock"), key=lambda p: int(p.stem.rsplit("-", 1)[1])):
+    for path in sorted(Path(root).glob(f"{_prefix(model)}-*.sock"), key=lambda p: int(p.stem.rsplit("-", 1)[1])):
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.connect(str(path))
@@ -355,10 +348,7 @@ def claim(model: str, key: str, timeout_s: float) -> tuple[Handoff, AdoptedProce
         info = Handoff(**json.loads(line))
         if info.key != key:
             why = f"a replica of {model} would launch another command or environment (key {key} != {info.key})"
-            try:
-                conn.sendall(f"{json.dumps({'take': False, 'why': why})}\n".encode())
-            except OSError:
-                pass
+            _send(conn, {"take": False, "why": why})
             conn.close()
             return None
         try:

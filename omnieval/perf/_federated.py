@@ -98,11 +98,8 @@ def run_federated(suite: SuiteConfig, bench_names: list[str], *, probe: Any = No
     before it, ``pool.prestart``), and Ray is shut down after it; its start is in ``e2e_s`` and ``ray_init_s``."""
     import ray
 
-    from omnieval._runner import run_suite
-    from pool import get_controller
-
     try:
-        return _run_federated(suite, bench_names, probe, own_ray, ray, run_suite, get_controller)
+        return _run_federated(suite, bench_names, probe, own_ray)
     finally:
         if own_ray and ray.is_initialized():
             ray.shutdown()
@@ -124,8 +121,12 @@ def _engine_pids(ids: list[str]) -> dict[int, str]:
     return out
 
 
-def _run_federated(suite: SuiteConfig, bench_names: list[str], probe: Any, own_ray: bool, ray: Any, run_suite: Any,
-                   get_controller: Any) -> dict[str, Any]:  # fmt: skip
+def _run_federated(suite: SuiteConfig, bench_names: list[str], probe: Any, own_ray: bool) -> dict[str, Any]:
+    import ray
+
+    from omnieval._runner import run_suite
+    from pool import get_controller
+
 
     sub = suite.model_copy(update={"benchmarks": [b for b in suite.benchmarks if b.name in bench_names or b.key in bench_names]})
     with tempfile.TemporaryDirectory(prefix="omnieval-bench-fed-") as out:

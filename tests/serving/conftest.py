@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,11 @@ def plumbing_models() -> dict[str, Path]:
     out = subprocess.run([sys.executable, str(script), *kinds], capture_output=True, text=True, timeout=1200,
                          check=True)  # fmt: skip
     return dict(zip(kinds, (Path(p) for p in out.stdout.split()), strict=True))
+
+
+@pytest.fixture
+def tmp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every server log (and pre-start socket) of the test under its own temp root, not the host's shared one; the
+    servers' log root."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    yield tmp_path / "omnieval-servers"

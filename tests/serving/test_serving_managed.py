@@ -9,8 +9,6 @@ import select
 import signal
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,13 +29,6 @@ asyncio.run(s.wait_ready(60))
 print(s.log_path, s.pid, flush=True)
 sys.stdin.read()  # until killed
 """
-
-
-@pytest.fixture
-def tmp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Every log of the test under its own temp root, not the host's shared one."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    yield tmp_path / "omnieval-servers"
 
 
 def _wait_exit(pid: int, timeout_s: float = 30) -> None:

@@ -10,8 +10,6 @@ import select
 import signal
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,12 +34,6 @@ else:
     print(s.pid, s.port, flush=True)
 sys.stdin.read()  # until killed
 """
-
-
-@pytest.fixture
-def tmp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    yield tmp_path
 
 
 def _launcher() -> ManagedServer:
