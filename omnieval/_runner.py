@@ -128,7 +128,7 @@ def run_suite(
     pre-started server dies with it); True pre-starts with a kept pool too, for a caller that releases the pool
     before it ends and then closes ``RunResult.prestarted`` (the benches)."""
     from cluster import connect
-    from pool import get_controller, start_serve_early
+    from pool import get_controller, is_inline, start_serve_early
 
     t_start = time.monotonic()
     # the framework tasks' check (seconds in their interpreters) overlaps Ray's start; nothing deploys before it
@@ -157,7 +157,8 @@ def run_suite(
 
     reinstall()  # ray.init replaced the CLI's SIGTERM handler with its own, which aborts the driver
     # Serve's controller boots while the pool controller and the clients start
-    serve_start = start_serve_early() if suite.models else None
+    # a suite of endpoints only needs no Serve: the controller holds their replicas (``pool._inline``)
+    serve_start = start_serve_early() if any(not is_inline(m) for m in suite.models) else None
     manifest.ray_version = ray.__version__
     manifest.hostnames = cluster_hostnames() or [socket.gethostname()]
     controller = get_controller(suite.pool.health_check_period_s)

@@ -14,6 +14,7 @@ from pool._controller import (
     start_serve_early,
 )
 from pool._dispatch import Dispatcher, NoReplicaAvailable
+from pool._inline import InlineReplicas, is_inline
 from pool._nice import yield_cpu
 from pool._starts import ModelStarts
 from pool._types import ChunkResult, ReplicaEvent, ReplicaInfo, ReplicaState, decode_records, encode_records
@@ -25,6 +26,7 @@ __all__ = [
     "NAMESPACE",
     "Dispatcher",
     "EvalClient",
+    "InlineReplicas",
     "NoReplicaAvailable",
     "PoolController",
     "ResponseCache",
@@ -39,6 +41,7 @@ __all__ = [
     "engine_kwargs_with_tp",
     "fingerprint",
     "get_controller",
+    "is_inline",
     "start_serve_early",
     "lookup_response",
     "lookup_scores",

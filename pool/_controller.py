@@ -23,9 +23,10 @@ from pydantic import BaseModel, ConfigDict
 from omnieval.core import ModelConfig, PlacementError, ReplicaDead, clip
 from pool._autoscaler import ScaleResult, plan_scaling
 from pool._burst import StartBurst
+from pool._inline import InlineReplicas, is_inline
 from pool._types import ReplicaEvent, ReplicaInfo, ReplicaLoad, SyncRequest
 from schedulers import GradientLimiter, LimitWindow
-from serving import EngineStats
+from serving import EngineSpec, EngineStats
 
 log = logging.getLogger("omnieval.pool")
 
@@ -108,6 +109,7 @@ class PoolController:
         self._counter = 0
         self._serve_started = False
         self._serve_lock = threading.Lock()
+        self._inline = InlineReplicas()  # endpoint replicas: no Serve application (``pool._inline``)
         self._ended_starts: dict[str, None] = {}  # start ids of ensure_model calls that have returned (insertion order)
         self._bursts: dict[str, StartBurst] = {}  # model -> its replicas starting together (``pool._burst``)
         threading.Thread(target=self._health_loop, daemon=True, name="pool-health").start()
@@ -273,15 +275,18 @@ class PoolController:
     def _add_replica(self, model: str, node_id: str | None, wait_s: float) -> ReplicaInfo:
         from ray import serve
 
-        from serving import ENGINES, EngineReplica, EngineSpec
+        from serving import ENGINES, EngineSpec
 
         with self._lock:
             cfg = self._models[model]
             self._counter += 1
             fp = fingerprint(cfg)
             rid = f"{model}-r{self._counter}-{fp[:6]}"
-        target_node, opts = self._reserve(rid, model, node_id, wait_s)
-        info = ReplicaInfo(replica_id=rid, model=model, fingerprint=fp, engine=cfg.engine, node_id=target_node)
+        inline = is_inline(cfg)
+        # an endpoint's replica takes no cluster resources: it lives in this process
+        target_node, opts = (None, {}) if inline else self._reserve(rid, model, node_id, wait_s)
+        info = ReplicaInfo(replica_id=rid, model=model, fingerprint=fp, engine=cfg.engine, node_id=target_node,
+                           inline=inline)  # fmt: skip
         with self._lock:
             self._replicas[rid] = info
         spec = EngineSpec(
@@ -294,15 +299,10 @@ class PoolController:
         )
         t_deploy, info.deployed_at = time.monotonic(), time.time()
         try:
-            self._ensure_serve()
-            if env := self._runtime_envs.get(model):
-                opts = {**opts, "ray_actor_options": {**opts["ray_actor_options"], "runtime_env": env}}
-            app = EngineReplica.options(name="EngineReplica", **opts).bind(spec)
-            serve.run_many(
-                [serve.RunTarget(target=app, name=rid, route_prefix=None)], wait_for_applications_running=False
-            )
-            self._wait_running(rid, cfg.deploy_timeout_s or self._deploy_timeout_s)
-            stats = serve.get_app_handle(rid).stats.remote().result(timeout_s=60)
+            if inline:
+                stats = self._start_inline(spec, cfg.deploy_timeout_s or self._deploy_timeout_s)
+            else:
+                stats = self._deploy(spec, opts, cfg.deploy_timeout_s or self._deploy_timeout_s)
         except BaseException as e:
             with self._capacity:
                 if not isinstance(e, KeyboardInterrupt):
@@ -311,7 +311,7 @@ class PoolController:
                 self._reservations.pop(rid, None)
                 self._capacity.notify_all()
             try:
-                serve.delete(rid, _blocking=False)
+                self._inline.remove(rid) if inline else serve.delete(rid, _blocking=False)
             except Exception:  # noqa: BLE001 - best-effort cleanup of a failed deploy
                 pass
             raise
@@ -330,6 +330,50 @@ class PoolController:
             raise ReplicaDead(f"model {model!r} was released while replica {rid} started", replica_id=rid)
         log.info("replica %s healthy (node %s)", rid, info.node_id)
         return info.model_copy()
+
+    def _deploy(self, spec: EngineSpec, opts: dict[str, Any], timeout_s: float) -> EngineStats:
+        """The replica as a Serve application of its own; its first stats once Serve says it runs."""
+        from ray import serve
+
+        from serving import EngineReplica
+
+        rid = spec.replica_id
+        self._ensure_serve()
+        if env := self._runtime_envs.get(spec.model):
+            opts = {**opts, "ray_actor_options": {**opts["ray_actor_options"], "runtime_env": env}}
+        app = EngineReplica.options(name="EngineReplica", **opts).bind(spec)
+        serve.run_many([serve.RunTarget(target=app, name=rid, route_prefix=None)], wait_for_applications_running=False)
+        self._wait_running(rid, timeout_s)
+        stats: EngineStats = serve.get_app_handle(rid).stats.remote().result(timeout_s=60)
+        return stats
+
+    def _start_inline(self, spec: EngineSpec, timeout_s: float) -> EngineStats:
+        """The replica in this process (an endpoint: ``pool._inline``); an engine's refusal is the replica's death,
+        as a Serve replica's failed constructor is."""
+        try:
+            return self._inline.start(spec, timeout_s)
+        except Exception as e:  # noqa: BLE001 - whatever the engine raised, with the replica named
+            raise ReplicaDead(f"replica {spec.replica_id} failed to start: {clip(f'{type(e).__name__}: {e}')}",
+                              replica_id=spec.replica_id) from e  # fmt: skip
+
+    def _stats_of(self, info: ReplicaInfo, timeout_s: float) -> EngineStats:
+        from ray import serve
+
+        if info.inline:
+            return self._inline.stats(info.replica_id, timeout_s)
+        stats: EngineStats = serve.get_app_handle(info.replica_id).stats.remote().result(timeout_s=timeout_s)
+        return stats
+
+    def inline_stats(self, replica_ids: list[str]) -> dict[str, EngineStats]:
+        """Stats of the controller's own (endpoint) replicas among ``replica_ids``, for samplers outside it."""
+        out = {}
+        for rid in replica_ids:
+            if rid in self._inline:
+                try:
+                    out[rid] = self._inline.stats(rid, 5)
+                except Exception as e:  # noqa: BLE001 - a sample missed; the health check judges the replica
+                    log.debug("stats of %s: %r", rid, e)
+        return out
 
     def _wait_running(self, rid: str, timeout_s: float) -> None:
         """Until Serve reports the app RUNNING; its failure message (constructor error) is raised at once."""
@@ -365,12 +409,15 @@ class PoolController:
         stats = None
         if wait and info.state in ("healthy", "draining"):  # final stats are informational: not worth a wait
             try:
-                stats = serve.get_app_handle(replica_id).stats.remote().result(timeout_s=5)
+                stats = self._stats_of(info, 5)
             except Exception:  # noqa: BLE001 - final stats are informational
                 stats = None
         if stats is not None and served is not None:
             stats = merge_served(stats, served)
-        serve.delete(replica_id, _blocking=wait)
+        if info.inline:
+            self._inline.remove(replica_id)
+        else:
+            serve.delete(replica_id, _blocking=wait)
         with self._capacity:
             self._retired[replica_id] = RetiredReplica(info=info, stats=stats, removed_at=time.time())
             while len(self._retired) > MAX_RETIRED:
@@ -602,14 +649,12 @@ class PoolController:
 
     def check_now(self) -> list[ReplicaInfo]:
         """One health pass over every replica (the loop calls it; tests and the driver may too)."""
-        from ray import serve
-
         for info in self.replicas():
             if info.state in ("starting", "dead"):
                 continue
             err: Exception | None = None
             try:
-                stats = serve.get_app_handle(info.replica_id).stats.remote().result(timeout_s=10)
+                stats = self._stats_of(info, 10)
                 ok = bool(stats.healthy)
             except Exception as e:  # noqa: BLE001 - any failure to answer is a failed check
                 log.warning("health check of %s failed: %r", info.replica_id, e)

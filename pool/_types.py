@@ -53,6 +53,8 @@ class ReplicaInfo(BaseModel):
     """The engine's own load time (``EngineStats.load_s``)."""
     prestarted: bool = False
     """Its engine's server was started by the run's driver before Ray and taken over (``EngineStats.prestarted``)."""
+    inline: bool = False
+    """Held by the pool controller itself, not a Serve application (an external endpoint: ``pool._inline``)."""
     up_s: float | None = None
     """Seconds from the deploy call to healthy: the engine's load plus placement and Serve's deploy."""
     deployed_at: float | None = None

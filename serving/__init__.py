@@ -13,6 +13,7 @@ from serving._cpu import node_cpu_s
 from serving._engine import Engine
 from serving._factory import build_engine
 from serving._features import EngineFeatures, declared
+from serving._host import EngineHost
 from serving._isa import cpu_flags, cpu_info, native_bf16
 from serving._llamacpp import LlamaCppEngine
 from serving._llamacpp_bin import LLAMACPP_VERSION, build_llama_server, find_llama_server
@@ -67,6 +68,7 @@ __all__ = [
     "Endpoint",
     "Engine",
     "EngineFeatures",
+    "EngineHost",
     "EngineProfile",
     "EngineReplica",
     "EngineSpec",

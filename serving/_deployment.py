@@ -6,13 +6,9 @@ replica per request with its own policies, health filter and circuit breaker, an
 
 from __future__ import annotations
 
-import logging
-import os
-import time
-
 from ray import serve
 
-from serving._cpu import node_cpu_s, process_tree_cpu_s
+from serving._host import EngineHost
 from serving._types import (
     EngineSpec,
     EngineStats,
@@ -23,8 +19,6 @@ from serving._types import (
     TokenizeRequest,
     TokenizeResult,
 )
-
-log = logging.getLogger("omnieval.serving")
 
 
 @serve.deployment(
@@ -38,62 +32,29 @@ log = logging.getLogger("omnieval.serving")
 )
 class EngineReplica:
     async def __init__(self, spec: EngineSpec) -> None:  # type: ignore[misc]  # Serve awaits an async constructor
-        import ray
-
-        from omnieval.core import path_sha256
-        from serving._factory import build_engine
-
         self.spec = spec
-        t0 = time.monotonic()
-        self.engine, path = build_engine(spec.engine_target, replica_id=spec.replica_id, model=spec.model,
-                                         source=spec.source, engine_kwargs=spec.engine_kwargs)  # fmt: skip
-        await self.engine.start()
-        self._load_s = time.monotonic() - t0
-        self._prestarted = bool(getattr(self.engine, "prestarted", False))
-        spawned = getattr(self.engine, "spawned_at", None)
-        if self._prestarted and spawned is not None:  # its load began before this replica: count it from there
-            self._load_s = max(self._load_s, time.time() - spawned)
-        self._node_id = ray.get_runtime_context().get_node_id()
-        self._path = str(path) if path else None
-        self._sha = path_sha256(path) if path and path.exists() else None
-        log.info("replica %s ready on node %s", self.spec.replica_id, self._node_id)
+        self.host = EngineHost(spec)
+        await self.host.start()
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
-        return await self.engine.generate(request)
+        return await self.host.generate(request)
 
     async def score(self, request: ScoreRequest) -> ScoreResult:
-        return await self.engine.score(request)
+        return await self.host.score(request)
 
     async def tokenize(self, request: TokenizeRequest) -> TokenizeResult:
-        return await self.engine.tokenize(request)
+        return await self.host.tokenize(request)
 
     async def stats(self) -> EngineStats:
-        s = await self.engine.poll_stats()
-        s.node_id = self._node_id
-        s.load_s = self._load_s
-        s.prestarted = self._prestarted
-        s.engine_version = self.engine.version()
-        s.model_path = self._path
-        s.model_sha256 = self._sha
-        s.healthy = await self.engine.check_health()
-        s.endpoint = self.engine.endpoint()
-        s.log = self.engine.log_location()  # after the health check: a dead server's log has been kept by then
-        pid = getattr(self.engine, "pid", None)
-        if pid is None and s.endpoint is None:  # an in-process engine: this replica's process is the engine
-            pid = os.getpid()
-        s.cpu_s = process_tree_cpu_s(pid) if pid is not None else None
-        s.node_cpu_s, s.node_cpus = node_cpu_s(), os.cpu_count()
-        if not s.healthy:
-            s.health_detail = self.engine.log_tail(5) or None
-        return s
+        return await self.host.stats()
 
     async def pid(self) -> int | None:
         """PID of the engine's server process (for failure-injection tests and ops)."""
-        return getattr(self.engine, "pid", None)
+        return self.host.pid()
 
     async def check_health(self) -> None:
-        if not await self.engine.check_health():
+        if not await self.host.healthy():
             raise RuntimeError(f"engine of replica {self.spec.replica_id} is unhealthy")
 
     async def __del__(self) -> None:
-        await self.engine.shutdown()
+        await self.host.shutdown()
