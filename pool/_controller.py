@@ -151,7 +151,8 @@ class PoolController:
         if not isinstance(model_cfg, ModelConfig):  # the typed config crosses the actor boundary, not a dict
             raise TypeError(f"ensure_model takes a ModelConfig, got {type(model_cfg).__name__}")
         name = model_cfg.name
-        check_replicas(demand_of(model_cfg), model_cfg.replicas, name)
+        if not is_inline(model_cfg):  # an endpoint's replicas take no cluster resources
+            check_replicas(demand_of(model_cfg), model_cfg.replicas, name)
         if runtime_env:
             with self._lock:
                 self._runtime_envs[name] = dict(runtime_env)

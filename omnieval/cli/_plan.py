@@ -43,10 +43,15 @@ def _nodes(suite: SuiteConfig) -> tuple[list[Any], str]:
 def placement(suite: SuiteConfig, nodes: list[Any]) -> list[tuple[str, int, str]]:
     """(model, replica number, where) for every replica at start, placed as the pool controller places them."""
     from cluster import check_replicas, choose_node, consumed, demand_of
+    from pool import is_inline
 
     reserved: dict[str, dict[str, float]] = {}
     out = []
     for m in suite.models:
+        if is_inline(m):
+            out += [(m.name, i, "the pool controller (an external endpoint: no cluster resources)")
+                    for i in range(m.replicas)]  # fmt: skip
+            continue
         d = demand_of(m)
         check_replicas(d, m.replicas, m.name, nodes)  # PlacementError: never fits
         for i in range(m.replicas):

@@ -24,8 +24,8 @@ from serving._instant import INSTANT_TEXT
 pytestmark = [pytest.mark.ray]
 
 
-def _model(name: str, base: str) -> ModelConfig:
-    return ModelConfig(name=name, engine="openai", source={"kind": "endpoint", "base_url": base})
+def _model(name: str, base: str, replicas: int = 1) -> ModelConfig:
+    return ModelConfig(name=name, engine="openai", replicas=replicas, source={"kind": "endpoint", "base_url": base})
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +54,12 @@ def _serve_running() -> bool:
 
 def test_endpoint_replica_needs_no_serve_and_requests_go_direct(controller: Any, server: Any) -> None:
     _, port = server
-    ray.get(controller.ensure_model.remote(_model("ext", f"http://127.0.0.1:{port}/v1"), "inline-test"))
-    (info,) = ray.get(controller.replicas.remote("ext"))
-    assert info.inline and info.state == "healthy" and info.endpoint is not None
-    assert info.endpoint.base_url == f"http://127.0.0.1:{port}/v1"
+    # 3 replicas of 1 CPU each on a 2-CPU Ray: an endpoint's replicas reserve nothing
+    ray.get(controller.ensure_model.remote(_model("ext", f"http://127.0.0.1:{port}/v1", replicas=3), "inline-test"))
+    infos = ray.get(controller.replicas.remote("ext"))
+    assert len(infos) == 3 and all(i.inline and i.state == "healthy" and i.endpoint is not None for i in infos)
+    info = infos[0]
+    assert info.endpoint is not None and info.endpoint.base_url == f"http://127.0.0.1:{port}/v1"
     assert not _serve_running(), "an endpoint-only pool started Ray Serve"
 
     async def go() -> Dispatcher:

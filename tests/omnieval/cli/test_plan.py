@@ -33,3 +33,22 @@ def test_plan_of_replicas_that_never_fit_exits_2(tmp_path: Path) -> None:
     suite.write_text((ROOT / "examples/quickstart.yaml").read_text().replace("replicas: 1", "replicas: 500"))
     proc = run_cli("plan", str(suite))
     assert proc.returncode == 2 and "replicas: 500" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_plan_holds_an_endpoint_in_the_pool_controller_whatever_its_replicas(tmp_path: Path) -> None:
+    from omnieval.perf._alone import instant_server
+
+    server, base = instant_server()
+    try:
+        suite = tmp_path / "s.yaml"
+        suite.write_text(
+            f"name: ext\nmodels:\n  - name: ext\n    engine: openai\n    replicas: 500\n"
+            f"    source: {{kind: endpoint, base_url: '{base}'}}\n"
+            "benchmarks:\n  - name: asdiv_tiny\n"
+        )
+        proc = run_cli("plan", str(suite), env={"COLUMNS": "240"})  # one table row per line
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("the pool controller (an external endpoint: no cluster resources)") == 500
