@@ -64,7 +64,8 @@ class HubModelSource(_Config):
 
 
 class EndpointModelSource(_Config):
-    """An OpenAI-compatible server someone already runs; it joins the pool as a replica."""
+    """An OpenAI-compatible server someone already runs; it joins the pool as a replica the pool controller holds
+    itself (no Serve application, no cluster resources: ``pool._inline``)."""
 
     kind: Literal["endpoint"] = "endpoint"
     """Source type tag."""
