@@ -37,13 +37,13 @@ class EngineReplica:
         await self.host.start()
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
-        return await self.host.generate(request)
+        return await self.host.engine.generate(request)
 
     async def score(self, request: ScoreRequest) -> ScoreResult:
-        return await self.host.score(request)
+        return await self.host.engine.score(request)
 
     async def tokenize(self, request: TokenizeRequest) -> TokenizeResult:
-        return await self.host.tokenize(request)
+        return await self.host.engine.tokenize(request)
 
     async def stats(self) -> EngineStats:
         return await self.host.stats()

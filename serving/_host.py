@@ -8,16 +8,7 @@ import os
 import time
 
 from serving._cpu import node_cpu_s, process_tree_cpu_s
-from serving._types import (
-    EngineSpec,
-    EngineStats,
-    GenerationRequest,
-    GenerationResult,
-    ScoreRequest,
-    ScoreResult,
-    TokenizeRequest,
-    TokenizeResult,
-)
+from serving._types import EngineSpec, EngineStats
 
 log = logging.getLogger("omnieval.serving")
 
@@ -53,15 +44,6 @@ class EngineHost:
         self._node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
         self._sha = path_sha256(self._weights) if self._weights and self._weights.exists() else None
         log.info("replica %s ready on node %s", self.spec.replica_id, self._node_id)
-
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        return await self.engine.generate(request)
-
-    async def score(self, request: ScoreRequest) -> ScoreResult:
-        return await self.engine.score(request)
-
-    async def tokenize(self, request: TokenizeRequest) -> TokenizeResult:
-        return await self.engine.tokenize(request)
 
     async def stats(self) -> EngineStats:
         s = await self.engine.poll_stats()
