@@ -312,7 +312,10 @@ class PoolController:
                 self._reservations.pop(rid, None)
                 self._capacity.notify_all()
             try:
-                self._inline.remove(rid) if inline else serve.delete(rid, _blocking=False)
+                if inline:
+                    self._inline.remove(rid)
+                else:
+                    serve.delete(rid, _blocking=False)
             except Exception:  # noqa: BLE001 - best-effort cleanup of a failed deploy
                 pass
             raise
