@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any
 
@@ -11,6 +12,7 @@ import ray
 from cluster._inventory import detect_gpu_resources
 from omnieval.core import OmnievalUserError, RayConfig
 
+log = logging.getLogger("omnieval.cluster")
 _JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # set by Ray's job supervisor for the entrypoint process
 
 
@@ -86,6 +88,15 @@ def connect(cfg: RayConfig | None = None, *, log_to_driver: bool = False) -> dic
     if address:
         ray.init(address=address, **kwargs)
         return {"address": address, "started": False}
+    if not starts_local_ray(cfg):
+        # a ``ray start`` cluster on this machine, which ``ray.init()`` joins by itself: it keeps its own resources
+        # (Ray refuses num_cpus when joining) and is not this run's to shut down
+        if cfg.num_cpus:
+            log.warning("ray.num_cpus %d is not applied: joining the Ray cluster already running on this machine "
+                        "(`ray start`), which keeps its own CPUs; `ray stop` it to run on a private local Ray",
+                        cfg.num_cpus)  # fmt: skip
+        ray.init(**kwargs)
+        return {"address": "auto", "started": False}
     if cfg.num_cpus:
         kwargs["num_cpus"] = cfg.num_cpus
     kwargs["include_dashboard"] = False

@@ -514,9 +514,10 @@ class RuntimeEnvConfig(_Config):
 
 class RayConfig(_Config):
     address: str | None = None
-    """Cluster address; None starts a local Ray (or joins RAY_ADDRESS when set, as under ``ray job submit``)."""
+    """Cluster address; None joins RAY_ADDRESS when set (as under ``ray job submit``), else a ``ray start`` cluster
+    on this machine (as ``ray.init()`` does), else starts a private local Ray."""
     num_cpus: int | None = Field(default=None, ge=1)
-    """Logical CPUs of a local Ray instance."""
+    """Logical CPUs of the private local Ray; a joined cluster keeps its own (a warning says so)."""
     runtime_env: RuntimeEnvConfig = Field(default_factory=RuntimeEnvConfig)
     """Added to the Ray job's own runtime env (``ray job submit --runtime-env-json``), which every actor of the run
     gets too, engine replicas included."""
