@@ -245,7 +245,11 @@ class ManagedServer:
         if self.log_path is None or self.log_path.parent == failed_log_dir() or not self.log_path.exists():
             return self.log_path
         dest = failed_log_dir() / self.log_path.name
-        os.replace(self.log_path, dest)  # same filesystem; a server still writing keeps writing to it
+        try:
+            os.replace(self.log_path, dest)  # same filesystem; a server still writing keeps writing to it
+        except FileNotFoundError:  # a pre-started server's log has two keepers: the driver moved (or removed) it first
+            self.log_path = dest if dest.exists() else None
+            return self.log_path
         self.log_path = dest
         _prune_failed()
         return dest

@@ -151,3 +151,30 @@ def test_nothing_is_offered_once_the_run_has_ended(tmp_root: Path) -> None:
         assert claim("m", KEY, 5) is None
     finally:
         del os.environ[ENV_DIR]
+
+
+def test_a_log_moved_by_its_other_keeper_first_is_found_where_it_went(tmp_root: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A pre-started server's log has two keepers (the driver that launched it, the replica that took it): when the
+    driver moves it to ``failed/`` between the replica's check and its own move, the replica finds it there (CI
+    failed once on exactly that interleaving with ``FileNotFoundError``)."""
+    from serving import _managed
+
+    log = _managed.log_dir() / "web.log"  # under tmp_root
+    log.write_text("died\n")
+    s = ManagedServer("web", HTTP_SERVER)
+    s.log_path = log
+    real = os.replace
+
+    def the_driver_first(src: str | Path, dst: str | Path) -> None:
+        real(src, dst)  # the other keeper's move, after this one saw the file
+        real(src, dst)  # this one's: the file is gone
+
+    monkeypatch.setattr(_managed.os, "replace", the_driver_first)
+    kept = s.keep_log()
+    assert kept == _managed.failed_log_dir() / "web.log" == s.log_path and kept.read_text() == "died\n"
+    monkeypatch.setattr(_managed.os, "replace", lambda src, dst: (os.remove(src), real(src, dst)))  # removed instead
+    log.write_text("clean\n")
+    s.log_path = log
+    (_managed.failed_log_dir() / "web.log").unlink()
+    assert s.keep_log() is None and s.log_path is None
