@@ -125,15 +125,6 @@ class Startup(NamedTuple):
     prestarted: bool = False
 
 
-class _Ready(NamedTuple):
-    """A stats answer already in hand, read like a Serve response."""
-
-    value: Any
-
-    def result(self, timeout_s: float | None = None) -> Any:
-        return self.value
-
-
 class UsageSampler:
     """Samples the run's replicas from a driver thread until ``stop()``."""
 
@@ -169,20 +160,17 @@ class UsageSampler:
         try:
             infos = [i for i in ray.get(self.controller.replicas.remote(), timeout=10)
                      if i.model in self.models and i.state in ("healthy", "draining")]  # fmt: skip
-            refs: list[tuple[Any, Any]] = [(i, serve.get_app_handle(i.replica_id).stats.remote()) for i in infos
-                                           if not i.inline]  # fmt: skip
-            inline = [i for i in infos if i.inline]  # the controller's own (endpoint) replicas: it answers for them
-            if inline:
-                held = ray.get(self.controller.inline_stats.remote([i.replica_id for i in inline]), timeout=10)
-                refs += [(i, _Ready(held[i.replica_id])) for i in inline if i.replica_id in held]
+            refs = {i.replica_id: serve.get_app_handle(i.replica_id).stats.remote() for i in infos if not i.inline}
+            inline = [i.replica_id for i in infos if i.inline]  # the controller's own (endpoint) replicas: it answers
+            held = ray.get(self.controller.inline_stats.remote(inline), timeout=10) if inline else {}
             self.startup.update((i.replica_id, Startup(i.load_s, i.up_s, i.deployed_at, i.healthy_at,
                                                                  i.prestarted)) for i in infos)
             pool_side = ray.get(self.controller.client_in_flight.remote(), timeout=10)
             limits = ray.get(self.controller.limits.remote(), timeout=10)
             now = time.time()
-            for info, ref in refs:
+            for info in infos:
                 try:
-                    s = ref.result(timeout_s=5)
+                    s = held[info.replica_id] if info.inline else refs[info.replica_id].result(timeout_s=5)
                 except Exception:  # noqa: BLE001 - a replica that does not answer is the health check's business
                     continue
                 self.samples.append(UsageSample(

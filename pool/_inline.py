@@ -51,7 +51,7 @@ class InlineReplicas:
             self._run(host.start(), timeout_s)
         except BaseException:
             try:
-                self._run(host.shutdown(), 30)  # its HTTP client, opened before the server refused
+                self._run(host.engine.shutdown(), 30)  # its HTTP client, opened before the server refused
             except Exception:  # noqa: BLE001 - the start's own error is the one to raise
                 pass
             raise
@@ -64,4 +64,4 @@ class InlineReplicas:
     def remove(self, replica_id: str) -> None:
         host = self._hosts.pop(replica_id, None)
         if host is not None:
-            self._run(host.shutdown(), 30)
+            self._run(host.engine.shutdown(), 30)

@@ -50,11 +50,11 @@ class EngineReplica:
 
     async def pid(self) -> int | None:
         """PID of the engine's server process (for failure-injection tests and ops)."""
-        return self.host.pid()
+        return getattr(self.host.engine, "pid", None)
 
     async def check_health(self) -> None:
-        if not await self.host.healthy():
+        if not await self.host.engine.check_health():
             raise RuntimeError(f"engine of replica {self.spec.replica_id} is unhealthy")
 
     async def __del__(self) -> None:
-        await self.host.shutdown()
+        await self.host.engine.shutdown()

@@ -64,13 +64,3 @@ class EngineHost:
         if not s.healthy:
             s.health_detail = self.engine.log_tail(5) or None
         return s
-
-    def pid(self) -> int | None:
-        """PID of the engine's server process (for failure-injection tests and ops)."""
-        return getattr(self.engine, "pid", None)
-
-    async def healthy(self) -> bool:
-        return await self.engine.check_health()
-
-    async def shutdown(self) -> None:
-        await self.engine.shutdown()
