@@ -34,13 +34,16 @@ def why_not(suite: SuiteConfig, keep_pool: bool) -> str | None:
 
 def eligible(m: ModelConfig) -> bool:
     """A model whose replicas launch a server the driver can launch identically: a ``ServerEngine`` that allows it,
-    on CPUs (which GPU a replica gets is Ray's choice), on any node (no resource that picks one)."""
+    or an in-process engine in a process of its own (``engine_kwargs.process: own``), on CPUs (which GPU a replica
+    gets is Ray's choice), on any node (no resource that picks one)."""
     from serving import ENGINES, ServerEngine
 
     cls = ENGINES.get(m.engine)
     r = m.resources
-    return (isinstance(cls, type) and issubclass(cls, ServerEngine) and cls.prestartable and m.replicas > 0
-            and m.source.kind != "endpoint" and r.num_gpus == 0 and not r.custom and r.accelerator_type is None)  # fmt: skip
+    server = isinstance(cls, type) and issubclass(cls, ServerEngine) and cls.prestartable
+    own = "process" in getattr(cls, "option_defaults", {}) and m.engine_kwargs.get("process") == "own"
+    return ((server or own) and m.replicas > 0 and m.source.kind != "endpoint" and r.num_gpus == 0
+            and not r.custom and r.accelerator_type is None)  # fmt: skip
 
 
 def prestart_engines(suite: SuiteConfig, needed: set[str], *, keep_pool: bool) -> Any:

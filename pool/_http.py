@@ -1,4 +1,4 @@
-"""Direct HTTP to a replica's own OpenAI-compatible server: pooled keep-alive connections, no Ray hop per request.
+"""Direct HTTP to a replica's own server (OpenAI-compatible, or an engine process of omnieval's own): pooled keep-alive connections, no Ray hop per request.
 
 aiohttp rather than httpx: on this 2-core machine its client costs about a third of httpx's CPU per request, which
 is the difference between the pool keeping a fast engine busy and idling it.
@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import TypeVar
 
 import aiohttp
+from pydantic import BaseModel
 
 from omnieval.core import ReplicaDead, RequestFailed
 from serving import (
@@ -30,6 +32,8 @@ from serving import (
     score_bodies,
     tokenize_body,
 )
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class HttpTransport:
@@ -77,8 +81,37 @@ class HttpTransport:
             raise RequestFailed(f"HTTP {status}: {raw[:300].decode(errors='replace')}")
         return raw
 
+    async def _native(self, ep: Endpoint, path: str, request: BaseModel, out: type[_M], replica_id: str) -> _M:
+        """A request to an engine's own process (``Endpoint.dialect`` ``omnieval``: ``serving._process_server``),
+        its own models both ways; a 422 says whether the request failed or the engine is gone."""
+        session = self._open()
+        url = ep.url_for(self.client_ip) + path
+        try:
+            async with session.post(url, data=request.model_dump_json().encode(), headers=self._hdrs(ep)) as resp:
+                raw = await resp.read()
+                status = resp.status
+        except asyncio.TimeoutError:
+            raise RequestFailed(f"timeout after {self.timeout_s:g}s", timeout=True) from None
+        except (aiohttp.ClientConnectionError, OSError) as e:
+            if await self._alive(ep):
+                raise RequestFailed(f"connection error: {e!r}") from None
+            raise ReplicaDead(f"{url} stopped answering: {e!r}", replica_id=replica_id) from None
+        if status == 200:
+            return out.model_validate_json(raw)
+        try:
+            err = json.loads(raw)
+        except ValueError:
+            err = {"message": raw[:300].decode(errors="replace")}
+        if err.get("kind") == "replica_dead":
+            raise ReplicaDead(f"{url}: {err.get('message')}", replica_id=replica_id)
+        raise RequestFailed(f"HTTP {status}: {err.get('message')}", timeout=bool(err.get("timeout")))
+
     async def chat(self, ep: Endpoint, request: GenerationRequest, replica_id: str) -> GenerationResult:
         """One chat (or raw-prompt text) completion."""
+        if ep.dialect == "omnieval":
+            res = await self._native(ep, "/generate", request, GenerationResult, replica_id)
+            res.replica_id = replica_id
+            return res
         base = ep.url_for(self.client_ip)
         path, payload = request_route(request, ep.served_model_name, ep.dialect)
         t0 = time.monotonic()
@@ -90,10 +123,15 @@ class HttpTransport:
     def _scoring(self, ep: Endpoint) -> ScoringDialect:
         if ep.scoring is None:
             raise RequestFailed(f"the server at {ep.base_url} cannot score log-likelihoods")
+        assert ep.scoring != "omnieval"  # answered by ``_native``
         return ep.scoring
 
     async def tokenize(self, ep: Endpoint, request: TokenizeRequest, replica_id: str) -> TokenizeResult:
         """The text's token ids from the server's own tokenizer (no special tokens)."""
+        if ep.scoring == "omnieval":
+            tok = await self._native(ep, "/tokenize", request, TokenizeResult, replica_id)
+            tok.replica_id = replica_id
+            return tok
         body = tokenize_body(self._scoring(ep), request.text, ep.served_model_name)
         url = root_url(ep.url_for(self.client_ip)) + "/tokenize"
         toks = parse_tokens(await self._post(ep, url, json.dumps(body).encode(), replica_id))
@@ -102,6 +140,10 @@ class HttpTransport:
     async def score(self, ep: Endpoint, request: ScoreRequest, replica_id: str) -> ScoreResult:
         """Log-likelihoods of the request's continuations (one HTTP request, or one per continuation for a server
         that scores by forced decoding: sent one after another, so each reuses the context's cached prefix)."""
+        if ep.scoring == "omnieval":
+            scored = await self._native(ep, "/score", request, ScoreResult, replica_id)
+            scored.replica_id = replica_id
+            return scored
         dialect = self._scoring(ep)
         root = root_url(ep.url_for(self.client_ip))
         t0 = time.monotonic()

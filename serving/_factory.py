@@ -9,6 +9,7 @@ from typing import Any
 from omnieval.core import ENGINES, ModelSource, import_target
 from serving._engine import Engine
 from serving._models import resolve_model
+from serving._process_engine import ProcessEngine, process_mode
 
 
 def build_engine(
@@ -17,7 +18,8 @@ def build_engine(
     """The engine, not yet started, and its local weights path (None for an endpoint).
 
     ``engine`` is a name in ``serving.ENGINES`` or its ``"module:Class"`` target (what a Ray worker resolves without
-    the driver's registrations). Resolving the source may fetch weights (blocking): a local model reaches the engine
+    the driver's registrations). An engine that runs in its replica's process runs in one of its own with
+    ``engine_kwargs.process: own`` (``serving._process_engine``). Resolving the source may fetch weights (blocking): a local model reaches the engine
     as ``model_path``, an endpoint as its ``base_url``, ``served_model_name`` and ``api_key_env``.
     """
     engine_cls: type[Engine] = import_target(engine) if ":" in engine else ENGINES.get(engine)
@@ -29,4 +31,8 @@ def build_engine(
         )
     else:
         kwargs["model_path"] = str(path)
+    if "process" in getattr(engine_cls, "option_defaults", {}) and process_mode(engine, kwargs) == "own":
+        t = engine if ":" in engine else ENGINES.target(engine)
+        target = t if isinstance(t, str) else f"{engine_cls.__module__}:{engine_cls.__qualname__}"
+        return ProcessEngine(replica_id=replica_id, model=model, target=target, **kwargs), path
     return engine_cls(replica_id=replica_id, model=model, **kwargs), path

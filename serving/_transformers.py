@@ -63,6 +63,7 @@ _DEFAULTS: dict[str, Any] = {
     "trust_remote_code": False,
     "batching": "auto",
     "prefill_tokens": 512,
+    "process": "replica",  # or "own": the engine in a process of its own, which the driver can start before Ray
 }
 _BATCHING = ("auto", "continuous", "static")
 _T = TypeVar("_T")

@@ -26,10 +26,12 @@ class Endpoint(BaseModel):
     """Bearer token (a per-replica secret for managed servers; the user's key for external ones)."""
     node_ip: str | None = None
     """IP of the Ray node hosting the server; None for a server outside the cluster."""
-    dialect: Literal["openai", "vllm"] = "openai"
+    dialect: Literal["openai", "vllm", "omnieval"] = "openai"
     """Request extensions the server takes beyond OpenAI's: ``vllm`` reads a clip's sampling from
-    ``media_io_kwargs`` (the Record's ``num_frames`` / ``fps``); others get plain ``video_url`` parts."""
-    scoring: Literal["vllm", "llamacpp", "sglang"] | None = None
+    ``media_io_kwargs`` (the Record's ``num_frames`` / ``fps``); others get plain ``video_url`` parts.
+    ``omnieval``: not OpenAI's API but omnieval's own request and result models (an in-process engine in a process
+    of its own, ``serving._process_server``), so requests, scoring and tokenizing cross it unchanged."""
+    scoring: Literal["vllm", "llamacpp", "sglang", "omnieval"] | None = None
     """How the server tokenizes and returns log-probabilities of given tokens (``serving._scoring``); None: it
     cannot score (generation only)."""
 

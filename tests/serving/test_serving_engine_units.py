@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import json
 import subprocess
 import sys
 from collections import deque
@@ -180,6 +181,41 @@ def test_one_factory_builds_engines_by_name_or_target(tmp_path: Path) -> None:
     e, path = build_engine("openai", replica_id="r", model="m", source=src, engine_kwargs={"slots": 2})
     assert isinstance(e, OpenAIEngine) and path is None and e.base_url == "http://127.0.0.1:9/v1"
     assert e.served_model_name == "judge" and e.slots == 2
+
+
+def test_process_own_puts_an_in_process_engine_in_a_process_the_driver_can_prestart(tmp_path: Path) -> None:
+    """``engine_kwargs.process: own`` wraps the engine (its options checked where the replica builds it), with one
+    command whoever builds it (the driver's pre-start key equals the replica's), and makes the model eligible for
+    pre-starting; a wrong value, or the option on an engine that has its own server, is a clear error."""
+    from omnieval._prestart import eligible
+    from omnieval.core import ModelConfig, OmnievalUserError, PathModelSource
+    from serving import build_engine
+    from serving._process_engine import ProcessEngine
+    from serving._transformers import TransformersEngine
+
+    src = PathModelSource(path=str(tmp_path))
+
+    def build(rid: str, **kw: object) -> object:
+        return build_engine("transformers", replica_id=rid, model="m", source=src, engine_kwargs=kw)[0]
+
+    assert isinstance(build("r", max_batch_size=3), TransformersEngine)
+    own = build("r1", max_batch_size=3, process="own")
+    assert isinstance(own, ProcessEngine) and own.slots == 3 and own.stats().engine == "transformers"
+    other = build("r2-prestart", max_batch_size=3, process="own")
+    assert own.new_server().prestart_key == other.new_server().prestart_key  # type: ignore[attr-defined]
+    cmd = own.new_server().cmd_template  # type: ignore[attr-defined]
+    assert json.loads(cmd[cmd.index("--kwargs") + 1]) == {"max_batch_size": 3}  # the process runs the engine itself
+    with pytest.raises(OmnievalUserError, match="max_batch_size must be >= 1"):
+        build("r", max_batch_size=0, process="own")  # checked in the replica, not minutes later in a process
+    with pytest.raises(OmnievalUserError, match="process must be one of"):
+        build("r", process="separate")
+    with pytest.raises(OmnievalUserError, match="process"):
+        build_engine("llamacpp", replica_id="r", model="m", source=src, engine_kwargs={"process": "own"})
+
+    def model(**kw: object) -> ModelConfig:
+        return ModelConfig(name="m", source=src, engine="transformers", engine_kwargs=kw)
+
+    assert eligible(model(process="own")) and not eligible(model()) and not eligible(model(process="replica"))
 
 
 def test_prometheus_samples_are_summed_over_labels() -> None:

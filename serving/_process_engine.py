@@ -1,0 +1,208 @@
+"""An in-process engine run in a process of its own (``engine_kwargs.process: own``): the replica owns that
+process as it owns llama-server (start, health, log, stop) and hands every call on to it over loopback.
+
+Why: the driver can start the process before Ray (``pool.prestart``, the same handoff as engine servers), so the
+engine's imports and weights load while Ray, Serve and the replica's worker start, on cores they leave idle. On a
+2-core Xeon a transformers replica was up 6-7 s after its deploy call, about 4.5 s of it the engine's own imports and
+load, all after Ray's start. The server side is ``serving._process_server``; its protocol is omnieval's own request
+and result models, so the engine answers exactly as it does inside a replica (scoring and media included).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+from typing import Any, ClassVar, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from omnieval.core import OmnievalUserError, ReplicaDead, RequestFailed
+from serving._engine import Engine
+from serving._managed import ManagedServer
+from serving._prestart import claim
+from serving._types import (
+    Endpoint,
+    EngineStats,
+    GenerationRequest,
+    GenerationResult,
+    ScoreRequest,
+    ScoreResult,
+    TokenizeRequest,
+    TokenizeResult,
+)
+
+PROCESS_MODES = ("replica", "own")
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def process_mode(engine: str, kwargs: dict[str, Any]) -> str:
+    """``engine_kwargs.process`` checked: ``replica`` (the engine in its replica's process) or ``own``."""
+    mode = kwargs.get("process", "replica")
+    if mode not in PROCESS_MODES:
+        raise OmnievalUserError(f"engine {engine!r}: engine_kwargs.process must be one of {list(PROCESS_MODES)}, "
+                                f"got {mode!r}")  # fmt: skip
+    return str(mode)
+
+
+class ProcessEngine(Engine):
+    """The engine ``target`` (an in-process ``Engine`` class) behind ``serving._process_server``."""
+
+    name: ClassVar[str] = "process"
+    prestartable: ClassVar[bool] = True
+    """The driver may start this process before Ray for the replica to take over (``serving._prestart``)."""
+
+    def __init__(self, *, replica_id: str, model: str, target: str, model_path: str, **kwargs: Any) -> None:
+        from omnieval.core import import_target
+
+        super().__init__(replica_id=replica_id, model=model)
+        inner = {k: v for k, v in kwargs.items() if k != "process"}
+        cls: Any = import_target(target)
+        # built here only to check its options and read its slots: a wrong option fails the replica, not a process
+        probe = cls(replica_id=replica_id, model=model, model_path=model_path, **dict(inner))
+        self.slots = probe.slots
+        self._stats.engine = cls.name  # the engine's calibration and reports are its own, not the wrapper's
+        self.startup_timeout_s = 600.0  # a cold start imports torch and loads weights: minutes on a slow disk
+        self.timeout_s = 3600.0  # a request's deadline is the pool's (request_timeout_s); this only bounds a hang
+        self._cmd = [sys.executable, "-m", "serving._process_server", "--engine", target, "--model", model,
+                     "--model-path", model_path, "--kwargs", json.dumps(inner, sort_keys=True),
+                     "--host", "{host}", "--port", "{port}"]  # fmt: skip
+        self._server: ManagedServer | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._version: str | None = None
+
+    def new_server(self, bind_all: bool | None = None) -> ManagedServer:
+        return ManagedServer(f"{self._stats.engine}-{self._stats.replica_id}", self._cmd, bind_all=bind_all)
+
+    async def prestart(self) -> ManagedServer:
+        """The driver's launch of this process, for a replica to take over (``serving._prestart``): on loopback
+        without a key, as engine servers are pre-started (every replica of such a run is on this node)."""
+        server = self.new_server(bind_all=False)
+        server.launch()
+        return server
+
+    async def start(self) -> None:
+        self._server = self.new_server()
+        got = await asyncio.to_thread(claim, self._stats.model, self._server.prestart_key, self.startup_timeout_s)
+        if got is not None:
+            self._server.adopt(*got)
+        else:
+            self._server.launch()
+        await self._server.wait_ready(self.startup_timeout_s)
+        headers = {"Authorization": f"Bearer {self._server.api_key}"} if self._server.api_key else {}
+        self._client = httpx.AsyncClient(base_url=self._server.local_url, timeout=self.timeout_s, headers=headers,
+                                         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))  # fmt: skip
+        r = await self._client.get("/health", timeout=10.0)
+        self._version = r.json().get("version")
+
+    def endpoint(self) -> Endpoint | None:
+        """Clients send requests straight to the process, as to an engine's own server."""
+        if self._server is None:
+            return None
+        return Endpoint(base_url=self._server.public_url + "/v1", served_model_name=self._stats.model,
+                        api_key=self._server.api_key, node_ip=self._server.node_ip, dialect="omnieval",
+                        scoring="omnieval")  # fmt: skip
+
+    def version(self) -> str | None:
+        return self._version
+
+    async def _call(self, path: str, request: BaseModel, out: type[_M]) -> _M:
+        if self._client is None or self._server is None:
+            raise ReplicaDead("engine process not started", replica_id=self._stats.replica_id)
+        if not self._server.alive():
+            raise self._dead()
+        try:
+            r = await self._client.post(path, content=request.model_dump_json(),
+                                        headers={"content-type": "application/json"})  # fmt: skip
+        except httpx.TimeoutException:
+            raise RequestFailed(f"no answer from the engine process after {self.timeout_s:g}s", timeout=True) from None
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as e:
+            if not self._server.alive():
+                raise self._dead() from None
+            raise RequestFailed(f"engine process connection error: {e!r}") from None
+        if r.status_code == 200:
+            return out.model_validate_json(r.content)
+        try:
+            err = r.json()
+        except ValueError:
+            err = {"message": r.text[:300]}
+        if err.get("kind") == "replica_dead":
+            raise ReplicaDead(str(err.get("message")), replica_id=self._stats.replica_id)
+        raise RequestFailed(str(err.get("message")), timeout=bool(err.get("timeout")))
+
+    def _dead(self) -> ReplicaDead:
+        assert self._server is not None and self._server.proc is not None
+        return ReplicaDead(f"{self._stats.engine} engine process exited with {self._server.proc.returncode}: "
+                           f"{self._server.failure_log()}", replica_id=self._stats.replica_id)  # fmt: skip
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        with self._track():
+            result = await self._call("/v1/generate", request, GenerationResult)
+        return self._account(result)
+
+    async def score(self, request: ScoreRequest) -> ScoreResult:
+        with self._track():
+            result = await self._call("/v1/score", request, ScoreResult)
+        result.replica_id = self._stats.replica_id
+        return result
+
+    async def tokenize(self, request: TokenizeRequest) -> TokenizeResult:
+        result = await self._call("/v1/tokenize", request, TokenizeResult)
+        result.replica_id = self._stats.replica_id
+        return result
+
+    async def poll_stats(self) -> EngineStats:
+        """The engine's own counters (busy time, batches, queue), under this replica's name; the replica's count
+        where the process does not answer (the health check then judges it)."""
+        mine = self.stats()
+        if self._client is None:
+            return mine
+        try:
+            r = await self._client.get("/stats", timeout=5.0)
+            theirs = EngineStats.model_validate_json(r.content) if r.status_code == 200 else None
+        except (httpx.HTTPError, OSError, ValueError):
+            theirs = None
+        if theirs is None:
+            return mine
+        return theirs.model_copy(update={"replica_id": mine.replica_id, "peak_clients": mine.peak_clients})
+
+    async def check_health(self) -> bool:
+        if self._server is None or self._client is None:
+            return False
+        if not self._server.alive():
+            self._server.keep_log()  # died under a live replica: the log says why
+            return False
+        try:
+            return (await self._client.get("/health", timeout=5.0)).status_code == 200
+        except (httpx.HTTPError, OSError):
+            return False
+
+    @property
+    def pid(self) -> int | None:
+        return self._server.pid if self._server is not None else None
+
+    @property
+    def spawned_at(self) -> float | None:
+        return self._server.spawned_at if self._server is not None else None
+
+    @property
+    def prestarted(self) -> bool:
+        return self._server is not None and self._server.adopted
+
+    def log_tail(self, n: int = 5) -> str:
+        return self._server.log_tail(n) if self._server is not None else ""
+
+    def log_location(self) -> str | None:
+        if self._server is None or self._server.log_path is None:
+            return None
+        return f"{socket.gethostname()}:{self._server.log_path}"
+
+    async def shutdown(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        if self._server is not None:
+            await asyncio.to_thread(self._server.stop)
+        self._server = None
