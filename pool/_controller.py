@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from omnieval.core import ModelConfig, PlacementError, ReplicaDead, clip
 from pool._autoscaler import ScaleResult, plan_scaling
 from pool._burst import StartBurst
-from pool._inline import InlineReplicas, is_inline
+from pool._inline import InlineReplicas, is_inline, takes_resources
 from pool._types import ReplicaEvent, ReplicaInfo, ReplicaLoad, SyncRequest
 from schedulers import GradientLimiter, LimitWindow
 from serving import EngineSpec, EngineStats
@@ -151,7 +151,7 @@ class PoolController:
         if not isinstance(model_cfg, ModelConfig):  # the typed config crosses the actor boundary, not a dict
             raise TypeError(f"ensure_model takes a ModelConfig, got {type(model_cfg).__name__}")
         name = model_cfg.name
-        if not is_inline(model_cfg):  # an endpoint's replicas take no cluster resources
+        if takes_resources(model_cfg):  # an endpoint's replicas take no cluster resources
             check_replicas(demand_of(model_cfg), model_cfg.replicas, name)
         if runtime_env:
             with self._lock:
@@ -284,8 +284,12 @@ class PoolController:
             fp = fingerprint(cfg)
             rid = f"{model}-r{self._counter}-{fp[:6]}"
         inline = is_inline(cfg)
-        # an endpoint's replica takes no cluster resources: it lives in this process
-        target_node, opts = (None, {}) if inline else self._reserve(rid, model, node_id, wait_s)
+        held = inline and takes_resources(cfg)  # a pre-started engine process on this node: Ray does not count it
+        opts: dict[str, Any] = {}
+        target_node: str | None = None  # an endpoint's replica takes no cluster resources: it lives in this process
+        if held or not inline:
+            here = ray.get_runtime_context().get_node_id() if held else node_id
+            target_node, opts = self._reserve(rid, model, here, wait_s)
         info = ReplicaInfo(replica_id=rid, model=model, fingerprint=fp, engine=cfg.engine, node_id=target_node,
                            inline=inline)  # fmt: skip
         with self._lock:
@@ -320,7 +324,8 @@ class PoolController:
                 pass
             raise
         with self._capacity:
-            self._reservations.pop(rid, None)  # Ray's own accounting now shows the running replica
+            if not held:  # Ray's own accounting now shows the running replica; a held one stays reserved here
+                self._reservations.pop(rid, None)
             self._capacity.notify_all()
             info.state = "healthy"
             info.up_s, info.healthy_at = time.monotonic() - t_deploy, time.time()
@@ -423,6 +428,7 @@ class PoolController:
         else:
             serve.delete(replica_id, _blocking=wait)
         with self._capacity:
+            self._reservations.pop(replica_id, None)  # a held engine process's, kept while it ran
             self._retired[replica_id] = RetiredReplica(info=info, stats=stats, removed_at=time.time())
             while len(self._retired) > MAX_RETIRED:
                 self._retired.pop(next(iter(self._retired)))

@@ -22,6 +22,7 @@ from serving._messages import prompt_text, to_openai
 from serving._models import resolve_model
 from serving._openai import OpenAIEngine, chat_payload, parse_chat_completion, parse_completion, request_route
 from serving._prestart import PrestartSet
+from serving._prestart import offered as prestart_offered
 from serving._prestart import supported as prestart_supported
 from serving._scoring import ScoringDialect, parse_scores, parse_tokens, root_url, score_bodies, tokenize_body
 from serving._simulated import DEFAULT_PROFILE, SIMULATED_TEXT, EngineProfile, PrefixCache, block_hashes
@@ -105,6 +106,7 @@ __all__ = [
     "parse_completion",
     "parse_scores",
     "parse_tokens",
+    "prestart_offered",
     "prestart_supported",
     "prompt_text",
     "ray_node_ip",

@@ -328,6 +328,12 @@ class AdoptedProcess:
                 pass
 
 
+def offered(model: str) -> bool:
+    """Does this run's driver still offer a pre-started server for ``model`` (one not yet taken)?"""
+    root = os.environ.get(ENV_DIR)
+    return bool(root) and supported() and any(Path(root).glob(f"{_prefix(model)}-*.sock"))  # type: ignore[arg-type]
+
+
 def claim(model: str, key: str, timeout_s: float) -> tuple[Handoff, AdoptedProcess] | None:
     """Take over a server this run's driver pre-started for ``model`` whose key is ``key``; None when there is none
     (no prestart in this process's run, all taken, or the one offered differs: then it is ended)."""

@@ -114,3 +114,33 @@ def test_unreachable_endpoint_fails_its_start_with_the_replica_named(controller:
     assert ray.get(controller.replicas.remote("ext3")) == []
     events = ray.get(controller.events.remote(0, ["ext3"]))
     assert events and events[0].kind == "start_failed"
+
+
+def test_held_are_endpoints_and_servers_the_driver_still_offers(tmp_path: Any,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A pre-started engine server (here an engine in a process of its own) is held by the controller only while
+    this run's driver still offers it (a replacement, once it is taken or gone, is a Serve replica); an endpoint
+    always; a model the driver pre-started nothing for never. Only the endpoint takes no cluster resources."""
+    import socket
+
+    from pool._inline import is_inline, takes_resources
+    from serving._prestart import ENV_DIR, _slot, supported
+
+    def tf(name: str, **kw: Any) -> ModelConfig:
+        return ModelConfig(name=name, engine="transformers", source={"kind": "path", "path": str(tmp_path)},
+                           engine_kwargs=kw)  # fmt: skip
+
+    own, inproc, ep = tf("vlm", process="own"), tf("plain"), _model("judge", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv(ENV_DIR, str(tmp_path))
+    assert is_inline(ep) and not is_inline(own) and not is_inline(inproc)  # nothing offered yet
+    if not supported():
+        pytest.skip("pre-start needs pidfds (Linux 5.3+)")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / _slot("vlm", 0)))  # what the driver's PrestartSet offers
+    try:
+        assert is_inline(own) and not is_inline(inproc) and not is_inline(tf("other", process="own"))  # by model
+    finally:
+        listener.close()
+        (tmp_path / _slot("vlm", 0)).unlink()  # taken
+    assert not is_inline(own)
+    assert takes_resources(own) and takes_resources(inproc) and not takes_resources(ep)
