@@ -157,8 +157,9 @@ def run_suite(
 
     reinstall()  # ray.init replaced the CLI's SIGTERM handler with its own, which aborts the driver
     # Serve's controller boots while the pool controller and the clients start
-    # a suite of endpoints only needs no Serve: the controller holds their replicas (``pool._inline``)
-    serve_start = start_serve_early() if any(not is_inline(m) for m in suite.models) else None
+    # a run whose models are endpoints or pre-started servers needs no Serve: the controller holds their replicas
+    # (``pool._inline``); models no benchmark of this run uses start no replica
+    serve_start = start_serve_early() if any(not is_inline(m) for m in suite.models if m.name in needed) else None
     manifest.ray_version = ray.__version__
     manifest.hostnames = cluster_hostnames() or [socket.gethostname()]
     controller = get_controller(suite.pool.health_check_period_s)
