@@ -314,7 +314,42 @@ def parse_prometheus(text: str) -> dict[str, float]:
     return out
 
 
-class ServerEngine(OpenAIEngine):
+class OwnsServer:
+    """What a replica reports of the server process it owns (``ServerEngine``, ``serving._process_engine``)."""
+
+    _server: ManagedServer | None
+
+    @property
+    def pid(self) -> int | None:
+        return self._server.pid if self._server is not None else None
+
+    @property
+    def spawned_at(self) -> float | None:
+        return self._server.spawned_at if self._server is not None else None
+
+    @property
+    def prestarted(self) -> bool:
+        return self._server is not None and self._server.adopted
+
+    def log_tail(self, n: int = 5) -> str:
+        return self._server.log_tail(n) if self._server is not None else ""
+
+    def log_location(self) -> str | None:
+        if self._server is None or self._server.log_path is None:
+            return None
+        return f"{socket.gethostname()}:{self._server.log_path}"
+
+    def server_alive(self) -> bool:
+        """The process runs; a dead one's log is kept (``failed/``): it says why it died under a live replica."""
+        if self._server is None:
+            return False
+        if not self._server.alive():
+            self._server.keep_log()
+            return False
+        return True
+
+
+class ServerEngine(OwnsServer, OpenAIEngine):
     """An engine whose replica runs the engine's own OpenAI-compatible server: the replica owns the process (start,
     health, restart by Serve, shutdown) and publishes its ``Endpoint``; clients send requests to it directly."""
 
@@ -384,14 +419,6 @@ class ServerEngine(OpenAIEngine):
                         api_key=self._server.api_key, node_ip=self._server.node_ip, dialect=self.dialect,
                         scoring=self.scoring_dialect)  # fmt: skip
 
-    def log_tail(self, n: int = 5) -> str:
-        return self._server.log_tail(n) if self._server is not None else ""
-
-    def log_location(self) -> str | None:
-        if self._server is None or self._server.log_path is None:
-            return None
-        return f"{socket.gethostname()}:{self._server.log_path}"
-
     async def server_metrics(self) -> dict[str, float]:
         """The server's Prometheus ``/metrics`` by name (empty when it has none or does not answer)."""
         if self._client is None:
@@ -403,20 +430,7 @@ class ServerEngine(OpenAIEngine):
             return {}
 
     async def check_health(self) -> bool:
-        if self._server is None:
-            return False
-        if not self._server.alive():
-            self._server.keep_log()  # died under a live replica: the log says why
-            return False
-        return await super().check_health()
-
-    @property
-    def spawned_at(self) -> float | None:
-        return self._server.spawned_at if self._server is not None else None
-
-    @property
-    def prestarted(self) -> bool:
-        return self._server is not None and self._server.adopted
+        return self.server_alive() and await super().check_health()
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         if self._server is not None and not self._server.alive():
@@ -424,10 +438,6 @@ class ServerEngine(OpenAIEngine):
             raise ReplicaDead(f"{self.name} server exited with {self._server.proc.returncode}: "
                               f"{self._server.failure_log()}", replica_id=self._stats.replica_id)  # fmt: skip
         return await super().generate(request)
-
-    @property
-    def pid(self) -> int | None:
-        return self._server.pid if self._server is not None else None
 
     async def shutdown(self) -> None:
         await super().shutdown()

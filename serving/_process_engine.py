@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
+import subprocess
 import sys
 from typing import Any, ClassVar, TypeVar
 
@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from omnieval.core import OmnievalUserError, ReplicaDead, RequestFailed
 from serving._engine import Engine
-from serving._managed import ManagedServer
+from serving._managed import ManagedServer, OwnsServer
 from serving._prestart import claim
 from serving._types import (
     Endpoint,
@@ -47,7 +47,7 @@ def process_mode(engine: str, kwargs: dict[str, Any]) -> str:
     return str(mode)
 
 
-class ProcessEngine(Engine):
+class ProcessEngine(OwnsServer, Engine):
     """The engine ``target`` (an in-process ``Engine`` class) behind ``serving._process_server``."""
 
     name: ClassVar[str] = "process"
@@ -112,15 +112,15 @@ class ProcessEngine(Engine):
         if self._client is None or self._server is None:
             raise ReplicaDead("engine process not started", replica_id=self._stats.replica_id)
         if not self._server.alive():
-            raise self._dead()
+            raise await self._dead()
         try:
             r = await self._client.post(path, content=request.model_dump_json(),
                                         headers={"content-type": "application/json"})  # fmt: skip
         except httpx.TimeoutException:
             raise RequestFailed(f"no answer from the engine process after {self.timeout_s:g}s", timeout=True) from None
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as e:
-            if not self._server.alive():
-                raise self._dead() from None
+            if not await self.check_health():  # a killed process resets its connections before it is reaped
+                raise await self._dead(e) from None
             raise RequestFailed(f"engine process connection error: {e!r}") from None
         if r.status_code == 200:
             return out.model_validate_json(r.content)
@@ -132,10 +132,16 @@ class ProcessEngine(Engine):
             raise ReplicaDead(str(err.get("message")), replica_id=self._stats.replica_id)
         raise RequestFailed(str(err.get("message")), timeout=bool(err.get("timeout")))
 
-    def _dead(self) -> ReplicaDead:
+    async def _dead(self, why: Exception | None = None) -> ReplicaDead:
+        """The replica's death, with the process's exit status once the kernel has it (moments after a kill)."""
         assert self._server is not None and self._server.proc is not None
-        return ReplicaDead(f"{self._stats.engine} engine process exited with {self._server.proc.returncode}: "
-                           f"{self._server.failure_log()}", replica_id=self._stats.replica_id)  # fmt: skip
+        try:
+            rc: int | None = await asyncio.to_thread(self._server.proc.wait, 2.0)
+        except subprocess.TimeoutExpired:  # alive but not answering: ended by the replica's removal
+            rc = None
+        how = f"exited with {rc}" if rc is not None else f"stopped answering ({why!r})"
+        return ReplicaDead(f"{self._stats.engine} engine process {how}: {self._server.failure_log()}",
+                           replica_id=self._stats.replica_id)  # fmt: skip
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         with self._track():
@@ -169,35 +175,12 @@ class ProcessEngine(Engine):
         return theirs.model_copy(update={"replica_id": mine.replica_id, "peak_clients": mine.peak_clients})
 
     async def check_health(self) -> bool:
-        if self._server is None or self._client is None:
-            return False
-        if not self._server.alive():
-            self._server.keep_log()  # died under a live replica: the log says why
+        if self._client is None or not self.server_alive():
             return False
         try:
             return (await self._client.get("/health", timeout=5.0)).status_code == 200
         except (httpx.HTTPError, OSError):
             return False
-
-    @property
-    def pid(self) -> int | None:
-        return self._server.pid if self._server is not None else None
-
-    @property
-    def spawned_at(self) -> float | None:
-        return self._server.spawned_at if self._server is not None else None
-
-    @property
-    def prestarted(self) -> bool:
-        return self._server is not None and self._server.adopted
-
-    def log_tail(self, n: int = 5) -> str:
-        return self._server.log_tail(n) if self._server is not None else ""
-
-    def log_location(self) -> str | None:
-        if self._server is None or self._server.log_path is None:
-            return None
-        return f"{socket.gethostname()}:{self._server.log_path}"
 
     async def shutdown(self) -> None:
         if self._client is not None:
