@@ -36,13 +36,12 @@ def eligible(m: ModelConfig) -> bool:
     """A model whose replicas launch a server the driver can launch identically: a ``ServerEngine`` that allows it,
     or an in-process engine in a process of its own (``engine_kwargs.process: own``), on CPUs (which GPU a replica
     gets is Ray's choice), on any node (no resource that picks one)."""
-    from serving import ENGINES, ServerEngine
+    from serving import ENGINES, ServerEngine, own_process
 
     cls = ENGINES.get(m.engine)
     r = m.resources
     server = isinstance(cls, type) and issubclass(cls, ServerEngine) and cls.prestartable
-    own = "process" in getattr(cls, "option_defaults", {}) and m.engine_kwargs.get("process") == "own"
-    return ((server or own) and m.replicas > 0 and m.source.kind != "endpoint" and r.num_gpus == 0
+    return ((server or own_process(m.engine, cls, m.engine_kwargs)) and m.replicas > 0 and m.source.kind != "endpoint" and r.num_gpus == 0
             and not r.custom and r.accelerator_type is None)  # fmt: skip
 
 

@@ -1,4 +1,5 @@
-"""Direct HTTP to a replica's own server (OpenAI-compatible, or an engine process of omnieval's own): pooled keep-alive connections, no Ray hop per request.
+"""Direct HTTP to a replica's own server (OpenAI-compatible, or an engine process of omnieval's own): pooled
+keep-alive connections, no Ray hop per request.
 
 aiohttp rather than httpx: on this 2-core machine its client costs about a third of httpx's CPU per request, which
 is the difference between the pool keeping a fast engine busy and idling it.
@@ -27,6 +28,7 @@ from serving import (
     parse_completion,
     parse_scores,
     parse_tokens,
+    process_answer,
     request_route,
     root_url,
     score_bodies,
@@ -63,48 +65,33 @@ class HttpTransport:
             self._headers[ep] = h
         return h
 
-    async def _post(self, ep: Endpoint, url: str, body: bytes, replica_id: str) -> bytes:
-        """POST and return the body; ``RequestFailed`` for a failed request, ``ReplicaDead`` when the server is
+    async def _send(self, ep: Endpoint, url: str, body: bytes, replica_id: str) -> tuple[int, bytes]:
+        """POST; the status and body, ``RequestFailed`` when no answer came, ``ReplicaDead`` when the server is
         gone."""
         session = self._open()
         try:
             async with session.post(url, data=body, headers=self._hdrs(ep)) as resp:
-                raw = await resp.read()
-                status = resp.status
+                return resp.status, await resp.read()
         except asyncio.TimeoutError:
             raise RequestFailed(f"timeout after {self.timeout_s:g}s", timeout=True) from None
         except (aiohttp.ClientConnectionError, OSError) as e:
             if await self._alive(ep):  # e.g. a connection dropped mid-flight by a server that still answers
                 raise RequestFailed(f"connection error: {e!r}") from None
             raise ReplicaDead(f"{url} stopped answering: {e!r}", replica_id=replica_id) from None
+
+    async def _post(self, ep: Endpoint, url: str, body: bytes, replica_id: str) -> bytes:
+        """POST and return the body; an error status is a ``RequestFailed``."""
+        status, raw = await self._send(ep, url, body, replica_id)
         if status >= 400:
             raise RequestFailed(f"HTTP {status}: {raw[:300].decode(errors='replace')}")
         return raw
 
     async def _native(self, ep: Endpoint, path: str, request: BaseModel, out: type[_M], replica_id: str) -> _M:
         """A request to an engine's own process (``Endpoint.dialect`` ``omnieval``: ``serving._process_server``),
-        its own models both ways; a 422 says whether the request failed or the engine is gone."""
-        session = self._open()
+        its own models both ways (``process_answer`` reads the answer, as the replica does)."""
         url = ep.url_for(self.client_ip) + path
-        try:
-            async with session.post(url, data=request.model_dump_json().encode(), headers=self._hdrs(ep)) as resp:
-                raw = await resp.read()
-                status = resp.status
-        except asyncio.TimeoutError:
-            raise RequestFailed(f"timeout after {self.timeout_s:g}s", timeout=True) from None
-        except (aiohttp.ClientConnectionError, OSError) as e:
-            if await self._alive(ep):
-                raise RequestFailed(f"connection error: {e!r}") from None
-            raise ReplicaDead(f"{url} stopped answering: {e!r}", replica_id=replica_id) from None
-        if status == 200:
-            return out.model_validate_json(raw)
-        try:
-            err = json.loads(raw)
-        except ValueError:
-            err = {"message": raw[:300].decode(errors="replace")}
-        if err.get("kind") == "replica_dead":
-            raise ReplicaDead(f"{url}: {err.get('message')}", replica_id=replica_id)
-        raise RequestFailed(f"HTTP {status}: {err.get('message')}", timeout=bool(err.get("timeout")))
+        status, raw = await self._send(ep, url, request.model_dump_json().encode(), replica_id)
+        return process_answer(status, raw, out, replica_id)
 
     async def chat(self, ep: Endpoint, request: GenerationRequest, replica_id: str) -> GenerationResult:
         """One chat (or raw-prompt text) completion."""

@@ -24,6 +24,7 @@ from serving._openai import OpenAIEngine, chat_payload, parse_chat_completion, p
 from serving._prestart import PrestartSet
 from serving._prestart import offered as prestart_offered
 from serving._prestart import supported as prestart_supported
+from serving._process_engine import own_process, process_answer
 from serving._scoring import ScoringDialect, parse_scores, parse_tokens, root_url, score_bodies, tokenize_body
 from serving._simulated import DEFAULT_PROFILE, SIMULATED_TEXT, EngineProfile, PrefixCache, block_hashes
 from serving._types import (
@@ -106,7 +107,9 @@ __all__ = [
     "parse_completion",
     "parse_scores",
     "parse_tokens",
+    "own_process",
     "prestart_offered",
+    "process_answer",
     "prestart_supported",
     "prompt_text",
     "ray_node_ip",

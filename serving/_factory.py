@@ -9,7 +9,7 @@ from typing import Any
 from omnieval.core import ENGINES, ModelSource, import_target
 from serving._engine import Engine
 from serving._models import resolve_model
-from serving._process_engine import ProcessEngine, process_mode
+from serving._process_engine import ProcessEngine, own_process
 
 
 def build_engine(
@@ -19,8 +19,9 @@ def build_engine(
 
     ``engine`` is a name in ``serving.ENGINES`` or its ``"module:Class"`` target (what a Ray worker resolves without
     the driver's registrations). An engine that runs in its replica's process runs in one of its own with
-    ``engine_kwargs.process: own`` (``serving._process_engine``). Resolving the source may fetch weights (blocking): a local model reaches the engine
-    as ``model_path``, an endpoint as its ``base_url``, ``served_model_name`` and ``api_key_env``.
+    ``engine_kwargs.process: own`` (``serving._process_engine``). Resolving the source may fetch weights
+    (blocking): a local model reaches the engine as ``model_path``, an endpoint as its ``base_url``,
+    ``served_model_name`` and ``api_key_env``.
     """
     engine_cls: type[Engine] = import_target(engine) if ":" in engine else ENGINES.get(engine)
     kwargs = dict(engine_kwargs or {})
@@ -31,7 +32,7 @@ def build_engine(
         )
     else:
         kwargs["model_path"] = str(path)
-    if "process" in getattr(engine_cls, "option_defaults", {}) and process_mode(engine, kwargs) == "own":
+    if own_process(engine, engine_cls, kwargs):
         t = engine if ":" in engine else ENGINES.target(engine)
         target = t if isinstance(t, str) else f"{engine_cls.__module__}:{engine_cls.__qualname__}"
         return ProcessEngine(replica_id=replica_id, model=model, target=target, **kwargs), path

@@ -38,13 +38,30 @@ PROCESS_MODES = ("replica", "own")
 _M = TypeVar("_M", bound=BaseModel)
 
 
-def process_mode(engine: str, kwargs: dict[str, Any]) -> str:
-    """``engine_kwargs.process`` checked: ``replica`` (the engine in its replica's process) or ``own``."""
+def own_process(engine: str, engine_cls: Any, kwargs: dict[str, Any]) -> bool:
+    """Does ``engine_kwargs.process`` put this engine in a process of its own? Checked: ``replica`` (the engine in
+    its replica's process, the default) or ``own``, on an engine that takes the option."""
+    if "process" not in getattr(engine_cls, "option_defaults", {}):
+        return False
     mode = kwargs.get("process", "replica")
     if mode not in PROCESS_MODES:
         raise OmnievalUserError(f"engine {engine!r}: engine_kwargs.process must be one of {list(PROCESS_MODES)}, "
                                 f"got {mode!r}")  # fmt: skip
-    return str(mode)
+    return mode == "own"
+
+
+def process_answer(status: int, raw: bytes, out: type[_M], replica_id: str) -> _M:
+    """An engine process's answer (``serving._process_server``): the result, or the failure it reports (422:
+    the request failed, or the engine is gone)."""
+    if status == 200:
+        return out.model_validate_json(raw)
+    try:
+        err = json.loads(raw)
+    except ValueError:
+        err = {"message": raw[:300].decode(errors="replace")}
+    if err.get("kind") == "replica_dead":
+        raise ReplicaDead(str(err.get("message")), replica_id=replica_id)
+    raise RequestFailed(f"HTTP {status}: {err.get('message')}", timeout=bool(err.get("timeout")))
 
 
 class ProcessEngine(OwnsServer, Engine):
@@ -61,7 +78,7 @@ class ProcessEngine(OwnsServer, Engine):
         inner = {k: v for k, v in kwargs.items() if k != "process"}
         cls: Any = import_target(target)
         # built here only to check its options and read its slots: a wrong option fails the replica, not a process
-        probe = cls(replica_id=replica_id, model=model, model_path=model_path, **dict(inner))
+        probe = cls(replica_id=replica_id, model=model, model_path=model_path, **inner)
         self.slots = probe.slots
         self._stats.engine = cls.name  # the engine's calibration and reports are its own, not the wrapper's
         self.startup_timeout_s = 600.0  # a cold start imports torch and loads weights: minutes on a slow disk
@@ -122,15 +139,7 @@ class ProcessEngine(OwnsServer, Engine):
             if not await self.check_health():  # a killed process resets its connections before it is reaped
                 raise await self._dead(e) from None
             raise RequestFailed(f"engine process connection error: {e!r}") from None
-        if r.status_code == 200:
-            return out.model_validate_json(r.content)
-        try:
-            err = r.json()
-        except ValueError:
-            err = {"message": r.text[:300]}
-        if err.get("kind") == "replica_dead":
-            raise ReplicaDead(str(err.get("message")), replica_id=self._stats.replica_id)
-        raise RequestFailed(str(err.get("message")), timeout=bool(err.get("timeout")))
+        return process_answer(r.status_code, r.content, out, self._stats.replica_id)
 
     async def _dead(self, why: Exception | None = None) -> ReplicaDead:
         """The replica's death, with the process's exit status once the kernel has it (moments after a kill)."""

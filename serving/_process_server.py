@@ -1,5 +1,5 @@
-"""``python -m serving._process_server``: an in-process engine (transformers) in a process of its own, served on
-loopback to the replica that owns it (``serving._process_engine``).
+"""``python -m serving._process_server``: an in-process engine (transformers) in a process of its own, owned by a
+replica (``serving._process_engine``) and answering it and the pool's clients over HTTP.
 
 Why a process of its own: the driver can then start it before Ray (``pool.prestart``), so the engine's imports and
 weights load on the core Ray's start-up leaves idle, instead of after Ray, Serve and the replica's worker are up.
