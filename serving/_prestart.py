@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -66,6 +67,25 @@ def _socket_root() -> str:
     """The system temp directory, or ``/tmp`` where that path is too long: a Unix socket's path has 107 bytes."""
     root = tempfile.gettempdir()
     return root if len(root) <= 60 or not os.path.isdir("/tmp") else "/tmp"
+
+
+_DIR_PREFIX = "omnieval-prestart-"
+
+
+def _sweep_stale(root: str) -> None:
+    """Remove the socket directories of drivers that are gone: one killed with SIGKILL (``ray job stop`` past its
+    grace, an OOM kill) never ran its ``close()``, and its untaken sockets would otherwise stay in the temp
+    directory for good. A directory's name carries its driver's pid; a live pid's is left alone."""
+    for d in Path(root).glob(f"{_DIR_PREFIX}*-*"):
+        pid = d.name[len(_DIR_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:  # another user's live driver
+            continue
 
 
 def _readline(sock: socket.socket, timeout_s: float | None) -> str:
@@ -214,7 +234,9 @@ class PrestartSet:
     """The driver's pre-started servers for one run."""
 
     def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="omnieval-prestart-", dir=_socket_root()))
+        root = _socket_root()
+        _sweep_stale(root)
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-", dir=root))
         self.servers: list[_Prestarted] = []
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
@@ -261,10 +283,7 @@ class PrestartSet:
         if os.environ.get(ENV_DIR) == str(self.dir):
             del os.environ[ENV_DIR]
         self._done.set()
-        try:
-            self.dir.rmdir()
-        except OSError:
-            pass
+        shutil.rmtree(self.dir, ignore_errors=True)  # with any socket a slot left behind: nothing outlives the run
 
 
 class AdoptedProcess:

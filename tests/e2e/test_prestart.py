@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -101,4 +102,4 @@ def test_prestarted_servers_are_taken_over_and_a_killed_one_loses_nothing(tmp_pa
                       json.loads((base_dir / "manifest.json").read_text())["scores"]}  # fmt: skip
     # nothing the driver started outlives the run
     assert not any(Path(f"/proc/{pid}").exists() for pid in servers)
-    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("omnieval-prestart-*/*.sock"))
+    assert not list(Path(tempfile.gettempdir()).glob(f"omnieval-prestart-{proc.pid}-*"))  # its sockets' dir

@@ -11,11 +11,6 @@ import pytest
 _TIMINGS: dict[str, str] = {}
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "vllm: needs vLLM (runs in the venv scripts/ci_vllm.sh builds)")
-    config.addinivalue_line("markers", "transformers: needs torch+transformers (runs via scripts/ci_vllm.sh)")
-
-
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _TIMINGS:
         terminalreporter.section("serving timings")

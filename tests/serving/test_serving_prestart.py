@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from serving._managed import ManagedServer
-from serving._prestart import ENV_DIR, PrestartSet, claim, supported
+from serving._prestart import ENV_DIR, PrestartSet, _socket_root, claim, supported
 
 pytestmark = pytest.mark.skipif(not supported(), reason="needs pidfds (Linux 5.3+)")
 
@@ -151,6 +152,27 @@ def test_nothing_is_offered_once_the_run_has_ended(tmp_root: Path) -> None:
         assert claim("m", KEY, 5) is None
     finally:
         del os.environ[ENV_DIR]
+
+
+def test_a_killed_drivers_sockets_are_swept_by_the_next_run_and_a_live_ones_kept(tmp_root: Path) -> None:
+    """A driver killed with SIGKILL never closes its set: the next driver removes what it left (its untaken
+    sockets), and leaves a directory whose driver still runs."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    root = Path(_socket_root())  # where the driver makes its directory (/tmp for a long temp path)
+    stale, live = root / f"omnieval-prestart-{dead.pid}-abc", root / f"omnieval-prestart-{os.getppid()}-def"
+    for d in (stale, live):
+        d.mkdir()
+        (d / "0123456789ab-0.sock").touch()
+    try:
+        ps = PrestartSet()
+        assert ps.dir.name.startswith(f"omnieval-prestart-{os.getpid()}-")
+        assert not stale.exists() and (live / "0123456789ab-0.sock").exists()
+        ps.close()
+        assert not ps.dir.exists()
+    finally:
+        shutil.rmtree(stale, ignore_errors=True)
+        shutil.rmtree(live, ignore_errors=True)
 
 
 def test_a_log_moved_by_its_other_keeper_first_is_found_where_it_went(tmp_root: Path,
