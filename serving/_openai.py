@@ -183,6 +183,7 @@ class OpenAIEngine(Engine):
     option_defaults: ClassVar[dict[str, Any]] = _DEFAULTS
 
     name: ClassVar[str] = "openai"
+    cpu_bound: ClassVar[bool] = False
     dialect: ClassVar[Literal["openai", "vllm"]] = "openai"
     """Request extensions the server takes (see ``Endpoint.dialect``)."""
 

@@ -166,6 +166,7 @@ class SimulatedEngine(Engine):
     option_defaults: ClassVar[dict[str, Any]] = _DEFAULTS
 
     name: ClassVar[str] = "simulated"
+    cpu_bound: ClassVar[bool] = False
 
     @classmethod
     def features(cls, model_path: Path | None, kwargs: dict[str, Any]) -> EngineFeatures:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,11 @@ def test_first_model_answers_while_the_second_loads(local_ray: None, tmp_path: P
     assert sorted((r.model, r.benchmark, r.index) for r in res.records) == sorted(
         (m, b, i) for m in ("early", "late") for b in ("mmlu_tiny", "asdiv_tiny") for i in range(8)
     )  # every sample exactly once
+    # two llama-servers on one node split its cores (4 logical CPUs here, the machine's own cores fewer or equal):
+    # each spinning on every core took this test 114-318 s in CI, one thread each about 30 s
+    cores = min(4, len(os.sched_getaffinity(0)))
+    assert {m.name: m.engine_kwargs.get("threads") for m in res.manifest.models} == {
+        "early": max(1, cores // 2), "late": max(1, cores // 2)}
     tm = res.manifest.timings
     assert tm["up_s.early"] < tm["up_s.late"] == pytest.approx(tm["pool_up_s"])
     usage = {u.model: u for u in res.manifest.replica_usage}
