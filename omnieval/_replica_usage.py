@@ -77,6 +77,8 @@ class ReplicaUsage(BaseModel):
     output_tokens: int
     """Tokens generated during the phase."""
     requests: int
+    """Requests answered during the phase: the engine's count, or what clients saw it answer where they reach its
+    server directly (the replica's own counters never see those)."""
     batches: int
     """Batched forward calls (transformers: prefills and decode steps, or ``generate`` calls under static batching)."""
     batch_rows: int = 0
@@ -167,6 +169,7 @@ class UsageSampler:
                                                                  i.prestarted)) for i in infos)
             pool_side = ray.get(self.controller.client_in_flight.remote(), timeout=10)
             limits = ray.get(self.controller.limits.remote(), timeout=10)
+            served = ray.get(self.controller.served_requests.remote(), timeout=10)
             now = time.time()
             for info in infos:
                 try:
@@ -176,7 +179,8 @@ class UsageSampler:
                 self.samples.append(UsageSample(
                     t=now, replica_id=info.replica_id, model=info.model, engine=s.engine, in_flight=s.in_flight,
                     queue_depth=s.queue_depth, slots=s.slots, prompt_tokens=s.prompt_tokens,
-                    output_tokens=s.output_tokens, completed=s.completed, batches=s.batches, batch_rows=s.batch_rows,
+                    output_tokens=s.output_tokens, completed=max(s.completed, served.get(info.replica_id, 0)),
+                    batches=s.batches, batch_rows=s.batch_rows,
                     media_items=s.media_items, cached_prompt_tokens=s.cached_prompt_tokens, kv_usage=s.kv_usage,
                     pool_in_flight=pool_side.get(info.replica_id),
                     limit=None if info.replica_id not in limits else int(limits[info.replica_id]["limit"] or 0),

@@ -621,6 +621,12 @@ class PoolController:
             live = self._live_clients()
             return {rid: self._clients_in_flight(rid, live) for rid in self._replicas}
 
+    def served_requests(self) -> dict[str, int]:
+        """Per replica: requests its clients saw it answer (sent straight to its engine's server too, which the
+        replica's own counters never see)."""
+        with self._lock:
+            return {rid: st.completed for rid, st in self._served.items()}
+
     def limits(self) -> dict[str, dict[str, float | None]]:
         """Per replica: its concurrency limit now, where it started and the highest it reached, how many decisions
         fed it, its no-queue latency baseline."""

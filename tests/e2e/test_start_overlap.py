@@ -44,6 +44,8 @@ def test_first_model_answers_while_the_second_loads(local_ray: None, tmp_path: P
     tm = res.manifest.timings
     assert tm["up_s.early"] < tm["up_s.late"] == pytest.approx(tm["pool_up_s"])
     usage = {u.model: u for u in res.manifest.replica_usage}
+    # clients reach llama-server directly, so the replica never sees a request: the count is what clients saw
+    assert usage["early"].requests == usage["late"].requests == 16
     assert usage["late"].healthy_at_s is not None
     late_up = tm["inference_start_unix"] + usage["late"].healthy_at_s  # the controller's moment, not a sample's
     early_before = [s for s in read_timeline(res.run_dir) if s.model == "early" and s.t < late_up]
