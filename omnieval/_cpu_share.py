@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 
 from omnieval.core import ModelConfig, SuiteConfig
 
@@ -26,10 +25,9 @@ log = logging.getLogger("omnieval")
 
 
 def _local_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
+    from serving import usable_cores
+
+    return usable_cores()
 
 
 def _node_cores(suite: SuiteConfig) -> int | None:

@@ -9,7 +9,7 @@ from typing import Any
 from omnieval.core import ENGINES as _ENGINES
 from omnieval.core import Registry
 from serving._convert import gguf_to_hf
-from serving._cpu import node_cpu_s
+from serving._cpu import node_cpu_s, usable_cores
 from serving._engine import Engine
 from serving._factory import build_engine
 from serving._features import EngineFeatures, declared
@@ -103,6 +103,7 @@ __all__ = [
     "gguf_to_hf",
     "native_bf16",
     "node_cpu_s",
+    "usable_cores",
     "parse_chat_completion",
     "parse_completion",
     "parse_scores",

@@ -13,6 +13,14 @@ from pathlib import Path
 _PROC = Path("/proc")
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity: a container's or ``taskset``'s limit, not the machine's)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
 def _ticks() -> float:
     return float(os.sysconf("SC_CLK_TCK"))
 

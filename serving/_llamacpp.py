@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -10,6 +9,7 @@ from typing import Any, ClassVar, Literal
 import httpx
 
 from omnieval.core import OmnievalUserError
+from serving._cpu import usable_cores
 from serving._features import EngineFeatures, mmproj_features
 from serving._llamacpp_bin import find_llama_server
 from serving._managed import ServerEngine
@@ -29,13 +29,6 @@ _DEFAULTS: dict[str, Any] = {
     "mmproj": None,  # multimodal projector GGUF (llama.cpp mtmd): images and/or audio, per its clip.has_* keys
     "nice": 0,  # niceness of llama-server: 0 for an engine; the verifier's judge runs at 19 to yield to engines
 }
-
-
-def _cpu_count() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
 
 
 class LlamaCppEngine(ServerEngine):
@@ -74,7 +67,7 @@ class LlamaCppEngine(ServerEngine):
         ``ManagedServer``): the one command line, which the benchmarks' direct reference server runs too."""
         opts = cls.options(kwargs)
         n = int(opts["parallel"])
-        threads = int(opts["threads"]) if opts["threads"] else _cpu_count()
+        threads = int(opts["threads"]) if opts["threads"] else usable_cores()
         return [
             str(binary or find_llama_server()), "-m", str(model_path), "--host", "{host}", "--port", "{port}",
             "-t", str(threads), "-c", str(n * int(opts["ctx_per_slot"])), "--parallel", str(n),

