@@ -3,15 +3,17 @@
 llama.cpp defaults to one thread per core, and its threads spin at every barrier waiting for each other (OpenMP's
 active wait). Two such servers on one 2-core node took 174 s for 32 short answers that one thread each did in 26 s:
 each server's spinning threads held the cores the other's were waiting for. Ray's own convention (an actor's
-``OMP_NUM_THREADS`` is its ``num_cpus``) would give the quickstart's lone replica one core of two, 25-35 % slower.
+``OMP_NUM_THREADS`` is its ``num_cpus``) would give the quickstart's lone replica one core of two: 12-35 % slower
+in runs on a 2-core Xeon.
 So the cores are shared out instead: each engine replica on the node gets cores in proportion to the CPUs it
 reserves, out of the cores the node really has (a private Ray may count more logical CPUs than that).
 
 Only where the run knows every engine replica's node: a single-node cluster, and a pool that ends with the run (a
 kept pool's replicas are shared with other suites, whose engines this one cannot see). Elsewhere, and for any
 model that sets the option itself, the engine's own default stands. The resolved value is part of the replica's
-spec (its fingerprint, the command a pre-started server runs); the run's recorded suite keeps what the user wrote,
-so a rerun on another machine shares that machine's cores.
+spec (its fingerprint, the command a pre-started server runs, the response cache's key: a CPU model added to a
+suite changes the others' shares, and their cached answers are recomputed once); the run's recorded suite keeps
+what the user wrote, so a rerun on another machine shares that machine's cores.
 """
 
 from __future__ import annotations
