@@ -35,14 +35,14 @@ class Engine(ABC):
     """Every ``engine_kwargs`` key the engine takes, with its default (None: the engine's or server's own); the
     README's engine-options list is checked against it, so neither can drift."""
     tp_kwarg: ClassVar[str | None] = None
+    """The engine_kwargs key of its tensor-parallel degree (vLLM ``tensor_parallel_size``, SGLang ``tp_size``),
+    filled from ``resources.tensor_parallel_size``; None: the engine uses the GPUs it sees as they are."""
     cpu_bound: ClassVar[bool] = True
     """Whether the engine computes on its node's CPU cores when it has no GPU (False: a timing model, an engine
     that answers at once, a remote server), so that CPU engines sharing a node count it (``omnieval._cpu_share``)."""
     cpu_threads_option: ClassVar[str | None] = None
     """The engine_kwargs key of its compute threads, which omnieval fills in (when unset) with the engine's share
     of a node other CPU engines also use; None: the engine sizes itself."""
-    """The engine_kwargs key of its tensor-parallel degree (vLLM ``tensor_parallel_size``, SGLang ``tp_size``),
-    filled from ``resources.tensor_parallel_size``; None: the engine uses the GPUs it sees as they are."""
 
     def __init__(self, *, replica_id: str, model: str) -> None:
         self._stats = EngineStats(replica_id=replica_id, engine=self.name, model=model)
