@@ -68,25 +68,23 @@ def share_cores(suite: SuiteConfig, needed: set[str], *, keep_pool: bool) -> Sui
     if keep_pool:
         return suite
     cpu = [m for m in suite.models if m.name in needed and _computes_on_cpu(m)]
-    unset = [m for m in cpu if (opt := _threads_option(m)) is not None and m.engine_kwargs.get(opt) is None]
+    unset = {m.name: opt for m in cpu if (opt := _threads_option(m)) is not None and m.engine_kwargs.get(opt) is None}
     if not unset:
         return suite
     cores = _node_cores(suite)
     if cores is None:
         return suite
 
-    def weight(m: ModelConfig) -> float:
-        return (m.resources.num_cpus or 1.0) * m.replicas
+    def cpus(m: ModelConfig) -> float:  # what one replica reserves
+        return m.resources.num_cpus or 1.0
 
-    total = sum(weight(m) for m in cpu)
-    shares: dict[str, int] = {}
-    for m in unset:
-        shares[m.name] = max(1, math.floor(cores * weight(m) / m.replicas / total + 1e-9))
+    total = sum(cpus(m) * m.replicas for m in cpu)
+    shares = {m.name: max(1, math.floor(cores * cpus(m) / total + 1e-9)) for m in cpu if m.name in unset}
     if len(cpu) > 1 or any(m.replicas > 1 for m in cpu):
         log.info("CPU engines share this node's %d cores: %s threads", cores,
                  ", ".join(f"{k} {v}" for k, v in shares.items()))  # fmt: skip
     models = [
-        m.model_copy(update={"engine_kwargs": {**m.engine_kwargs, _threads_option(m): shares[m.name]}})
+        m.model_copy(update={"engine_kwargs": {**m.engine_kwargs, unset[m.name]: shares[m.name]}})
         if m.name in shares else m
         for m in suite.models
     ]  # fmt: skip
