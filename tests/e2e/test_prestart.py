@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from omnieval._artifacts import CHECKPOINT
 from omnieval._defaults import DEFAULT_MODEL_SOURCE
 from omnieval.core import Record
 from omnieval.perf._node_cpu import snapshot
+from serving._prestart import _socket_root
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,4 +102,4 @@ def test_prestarted_servers_are_taken_over_and_a_killed_one_loses_nothing(tmp_pa
                       json.loads((base_dir / "manifest.json").read_text())["scores"]}  # fmt: skip
     # nothing the driver started outlives the run
     assert not any(Path(f"/proc/{pid}").exists() for pid in servers)
-    assert not list(Path(tempfile.gettempdir()).glob(f"omnieval-prestart-{proc.pid}-*"))  # its sockets' dir
+    assert not list(Path(_socket_root()).glob(f"omnieval-prestart-{proc.pid}-*"))  # its sockets' dir
