@@ -63,13 +63,17 @@ def _slot(model: str, i: int) -> str:
     return f"{_prefix(model)}-{i}.sock"
 
 
-def _socket_root() -> str:
-    """The system temp directory, or ``/tmp`` where that path is too long: a Unix socket's path has 107 bytes."""
-    root = tempfile.gettempdir()
-    return root if len(root) <= 60 or not os.path.isdir("/tmp") else "/tmp"
-
-
 _DIR_PREFIX = "omnieval-prestart-"
+_SUN_PATH = 107
+"""A Unix socket's longest path, in bytes (``sun_path`` holds 108 with its NUL)."""
+
+
+def _socket_root() -> str:
+    """The system temp directory, or ``/tmp`` where a socket's whole path under it would be too long: the root, this
+    driver's directory (its pid and ``mkdtemp``'s 8 characters) and the longest slot name (a 4-digit index)."""
+    root = tempfile.gettempdir()
+    longest = len(os.fsencode(root)) + len(f"/{_DIR_PREFIX}{os.getpid()}-12345678/{_slot('', 9999)}")
+    return root if longest <= _SUN_PATH or not os.path.isdir("/tmp") else "/tmp"
 
 
 def _sweep_stale(root: str) -> None:

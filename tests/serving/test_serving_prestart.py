@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,28 @@ def test_a_killed_drivers_sockets_are_swept_by_the_next_run_and_a_live_ones_kept
     finally:
         shutil.rmtree(stale, ignore_errors=True)
         shutil.rmtree(live, ignore_errors=True)
+
+
+@pytest.mark.parametrize("length", [30, 59, 79])
+def test_every_socket_fits_whatever_the_temp_directory_s_length(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               length: int) -> None:  # fmt: skip
+    """A socket's whole path fits a Unix socket's 107 bytes: the temp directory where it leaves room for the
+    driver's directory and the slot names, ``/tmp`` where it does not (CI failed with "AF_UNIX path too long" under
+    a 59-character pytest directory once the driver's pid joined the directory's name)."""
+    base = Path(tempfile.mkdtemp(dir="/tmp")) if length < len(str(tmp_path)) + 2 else tmp_path
+    root = base / ("d" * (length - len(str(base)) - 1))
+    root.mkdir()
+    assert len(str(root)) == length
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    ps = PrestartSet()
+    try:
+        slots = ps.reserve("m", 12)  # binds each socket: OSError("AF_UNIX path too long") past 107 bytes
+        assert all(len(os.fsencode(s.path)) <= 107 for s in slots)
+        assert ps.dir.parent == (root if length == 30 else Path("/tmp"))  # the temp directory wherever it fits
+    finally:
+        ps.close()
+        if base != tmp_path:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def test_a_log_moved_by_its_other_keeper_first_is_found_where_it_went(tmp_root: Path,
