@@ -142,7 +142,9 @@ def check_interpreters(jobs: list[ConventionalJob], where: str) -> None:
 
 
 def run_jobs(jobs: list[dict[str, Any]], *, concurrent: bool, log: Any = print) -> dict[str, Any]:
-    """Run the workers (one after another, or all at once); walls from the first spawn to the last exit."""
+    """Run the workers (one after another, or all at once); walls from the first spawn to the last exit, and each
+    job's CPU seconds (``cpu_s``: on a CPU-bound node the work a run does bounds its wall, so the bench compares the
+    CPU each side spends, not only its time)."""
     results: list[dict[str, Any]] = []
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="omnieval-bench-conv-") as scratch:
@@ -165,17 +167,28 @@ def run_jobs(jobs: list[dict[str, Any]], *, concurrent: bool, log: Any = print) 
                 raise RuntimeError(f"conventional job {jobs[i]['benchmark']} ({jobs[i]['runner']}) exited "
                                    f"{p.returncode}:\n{tail}")  # fmt: skip
             r = json.loads(rp.read_text())
-            r.update(t_spawn=t_spawn, t_exit=t_exit, e2e_s=t_exit - t_spawn)
+            r.update(t_spawn=t_spawn, t_exit=t_exit, e2e_s=t_exit - t_spawn, cpu_s=cpu.get(i))
             results.append(r)
             log(f"      {r['benchmark']} ({r['runner']} {r['model_class']}): {r['e2e_s']:.1f} s end to end, "
                 f"{r['inference_s']:.1f} s inference, {r['output_tokens']} output tokens")  # fmt: skip
+
+        cpu: dict[int, float] = {}
+
+        def reap(i: int, p: subprocess.Popen[bytes]) -> None:
+            """Wait for the job and keep the CPU seconds it and its reaped children used (the kernel's rusage)."""
+            if hasattr(os, "wait4"):
+                _, status, ru = os.wait4(p.pid, 0)
+                p.returncode = os.waitstatus_to_exitcode(status)
+                cpu[i] = ru.ru_utime + ru.ru_stime
+            else:
+                p.wait()
 
         if concurrent:  # each exit stamped as it happens (a waiter thread per process), not in spawn order
             procs = [spawn(i, j) for i, j in enumerate(jobs)]
             exits: dict[int, float] = {}
 
             def wait(i: int, p: subprocess.Popen[bytes]) -> None:
-                p.wait()
+                reap(i, p)
                 exits[i] = time.time()
 
             waiters = [threading.Thread(target=wait, args=(i, p)) for i, (p, _, _) in enumerate(procs)]
@@ -188,7 +201,7 @@ def run_jobs(jobs: list[dict[str, Any]], *, concurrent: bool, log: Any = print) 
         else:
             for i, j in enumerate(jobs):
                 p, rp, ts = spawn(i, j)
-                p.wait()
+                reap(i, p)
                 collect(i, p, rp, ts, time.time())
     t_end = max(r["t_exit"] for r in results)
     windows = sorted((r["t_inf0"], r["t_inf1"]) for r in results)

@@ -197,6 +197,27 @@ def test_same_engine_time_is_split_into_start_up_and_engine_time() -> None:
     assert same_engine_why({"rows": rows[:3]}) == []  # no same-engine rows: nothing to split
 
 
+def test_same_engine_cpu_is_compared_and_too_much_work_is_called_out() -> None:
+    """Per modality, the in-process job's CPU seconds against the pool's run's whole node: on 2 cores 44 core-s
+    cannot end within the job's 20 s, whatever the schedule; 30 core-s can."""
+    from omnieval.perf._omni import same_engine_why
+
+    conv = [{"mode": "conventional_sequential", "repeat": r, "by_modality": {
+        "video": {"e2e_s": 20.0, "inference_s": 14.0, "cpu_s": 32.0},
+        "text": {"e2e_s": 70.0, "inference_s": 65.0, "cpu_s": 120.0}}} for r in range(3)]  # fmt: skip
+    same = [{"mode": "federated_same_engine", "repeat": r, "runs": {
+        "video": {"e2e_s": 22.0, "ray_init_s": 4.0, "pool_up_s": 2.0, "engines": [{"busy_s": 15.0}], "cpu_s": 44.0 + r},
+        "text": {"e2e_s": 23.0, "ray_init_s": 4.0, "pool_up_s": 2.0, "engines": [{"busy_s": 15.0}], "cpu_s": 30.0}}}
+        for r in range(3)]  # fmt: skip
+    lines = same_engine_why({"rows": conv + same, "cpus": 2})
+    video = next(x for x in lines if "CPU: the in-process job 32.0" in x)
+    assert "the pool's run 45.0 core-s over the node (+13.0)" in video and "alone takes 22.5 s" in video
+    assert "more than the job's whole 20.0 s" in video
+    text = next(x for x in lines if "CPU: the in-process job 120.0" in x)
+    assert "(-90.0)" in text and "more than" not in text
+    assert not any("CPU:" in x for x in same_engine_why({"rows": conv + same}))  # the node's cores unknown
+
+
 def test_report_reprints_a_saved_result_as_the_readme_quotes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``bench federated --report JSON`` prints the saved run's report without running anything; on the shipped
     result it prints the figures the README's performance table quotes from it."""
@@ -318,3 +339,33 @@ def test_the_readmes_xeon_row_is_the_saved_xeon_run(tmp_path: Path, capsys: pyte
     avail, busy = node.split(" = ")[1].split(" core-s")[0], node.split("busy ")[1].split(" core-s")[0]
     share = node.split("core-s (")[1].split("%")[0]
     assert f"busy {busy} of its {avail} core-seconds ({share} %)" in readme, node
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_each_jobs_cpu_seconds_are_the_kernels_count_of_it_and_its_children(tmp_path: Path, concurrent: bool) -> None:
+    """A job's ``cpu_s`` is what the kernel charged its process and the children it reaped: a worker that computes
+    for ~0.4 s itself and ~0.4 s in a child, and one that sleeps 0.5 s."""
+    import sys
+
+    from omnieval.perf._conventional import run_jobs
+
+    worker = tmp_path / "worker"  # stands in for a framework venv's interpreter: `worker -m MODULE JOB RESULT`
+    worker.write_text(f"""#!{sys.executable}
+import json, subprocess, sys, time
+job = json.load(open(sys.argv[3]))
+burn = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.4: pass"
+t0 = time.time()
+if job["burn"]:
+    exec(burn)
+    subprocess.run([sys.executable, "-c", burn], check=True)
+else:
+    time.sleep(0.5)
+json.dump({{"benchmark": job["benchmark"], "runner": "builtin", "model_class": "x", "inference_s": 0.1,
+           "output_tokens": 0, "t_inf0": t0, "t_inf1": time.time()}}, open(sys.argv[4], "w"))
+""")
+    worker.chmod(0o755)
+    jobs = [{"benchmark": b, "python": str(worker), "cores": [0], "burn": burn} for b, burn in (("a", True), ("b", False))]
+    out = run_jobs(jobs, concurrent=concurrent, log=lambda *_: None)
+    cpu = {j["benchmark"]: j["cpu_s"] for j in out["jobs"]}
+    assert 0.75 <= cpu["a"] <= out["e2e_s"] * 2  # its own 0.4 s and its child's 0.4 s
+    assert cpu["b"] < 0.3  # half a second asleep is no CPU work

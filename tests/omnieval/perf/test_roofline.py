@@ -172,6 +172,23 @@ def test_ceiling_bounds_the_speedup_and_says_whether_the_paper_row_fits() -> Non
     assert c is not None and c["best_speedup_e2e"] == pytest.approx(2.5) and c["possible"] is False
     assert c["paper_best_needs_s"] == pytest.approx(200.0 / 2.8)
     assert ceiling(rows, {"floor": {"floor_s": None}}) is None and ceiling([], {"floor": {"floor_s": 80.0}}) is None
+    assert "work_core_s" not in c  # no federated run's CPU measured: no work ceiling
+
+
+@pytest.mark.parametrize(("work", "fits"), [(150.0, False), (130.0, True)])
+def test_the_runs_own_cpu_work_bounds_the_speedup_whatever_the_schedule(work: float, fits: bool) -> None:
+    """On a 2-core node a run that made the cores do W core-s of work cannot end before W / 2 s: with 200 s
+    sequential, 2.8x needs the work done in 71.4 s, at most 142.9 core-s."""
+    from omnieval.perf._omni import ceiling
+
+    rows = [{"mode": "conventional_sequential", "e2e_s": e} for e in (200.0, 190.0, 210.0)]
+    rows += [{"mode": "federated", "e2e_s": e, "cpu_s": c} for e, c in ((90.0, work + 20), (80.0, work), (70.0, 1.0))]
+    c = ceiling(rows, {"floor": {"floor_s": 60.0}}, cpus=2)
+    assert c is not None and c["possible"]  # the critical engine's floor alone allows 3.33x
+    assert c["work_core_s"] == work  # the median repeat's (by end to end), not the least
+    assert c["work_floor_s"] == pytest.approx(work / 2) and c["best_speedup_at_this_work"] == pytest.approx(400 / work)
+    assert c["paper_best_needs_core_s"] == pytest.approx(200 / 2.8 * 2)
+    assert (c["best_speedup_at_this_work"] >= 2.8) is fits
 
 
 def test_a_calibration_from_another_cpu_is_named(tmp_path) -> None:  # type: ignore[no-untyped-def]
