@@ -75,9 +75,12 @@ def starts_local_ray(cfg: RayConfig | None = None) -> bool:
         return False
 
 
-def connect(cfg: RayConfig | None = None, *, log_to_driver: bool = False) -> dict[str, Any]:
+def connect(cfg: RayConfig | None = None, *, log_to_driver: bool = False, niceness: int = 0) -> dict[str, Any]:
     """Join ``cfg.address`` / ``RAY_ADDRESS`` (as under ``ray job submit``) or start a private local instance; the
-    suite's ``ray.runtime_env`` is added to the job's own (every actor of this driver inherits it)."""
+    suite's ``ray.runtime_env`` is added to the job's own (every actor of this driver inherits it).
+
+    ``niceness``: the private instance's processes (GCS, raylet, agents, every worker) start at it
+    (``cluster._niced``); a joined cluster keeps its own."""
     cfg = cfg or RayConfig()
     if ray.is_initialized():
         return {"address": "existing", "started": False}
@@ -104,5 +107,10 @@ def connect(cfg: RayConfig | None = None, *, log_to_driver: bool = False) -> dic
     os.environ.setdefault("RAY_worker_niceness", "0")
     if gpu := detect_gpu_resources():  # declare free GPU memory so placement can check memory estimates
         kwargs["resources"] = gpu
-    ray.init(**kwargs)
-    return {"address": "local", "started": True}
+    if niceness > 0:
+        from cluster._niced import init_niced
+
+        init_niced(niceness, **kwargs)
+    else:
+        ray.init(**kwargs)
+    return {"address": "local", "started": True, "niceness": niceness}
