@@ -14,6 +14,7 @@ with it. One thread per niceness serves every later start too (a bench starts a 
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import threading
@@ -21,6 +22,15 @@ from concurrent.futures import Future
 from typing import Any
 
 import ray
+
+
+class _NoSignalNote(logging.Filter):
+    """Ray notes that it set no SIGTERM handler from a thread that is not the main one. The driver's own handler
+    (``omnieval._lifecycle``) is the one a run uses anyway, so the note only worries the reader."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
 
 _starters: dict[int, _Starter] = {}
 _lock = threading.Lock()
@@ -33,6 +43,7 @@ class _Starter:
         threading.Thread(target=self._serve, name=f"omnieval-ray-start-nice{nice}", daemon=True).start()
 
     def _serve(self) -> None:
+        logging.getLogger("ray._private.worker").addFilter(_NoSignalNote())
         if hasattr(os, "setpriority"):
             # this thread only (0: the caller, which on Linux is a thread); never below what it has (that needs
             # privilege, and a driver started niced stays so)

@@ -53,3 +53,4 @@ def test_a_niced_private_ray_runs_at_its_niceness_and_outlives_its_start() -> No
         assert r["gcs"] == 7 and r["actor"] >= 7  # Ray's own processes and its workers
         assert r["driver"] == 0  # the driver's main thread (and what it starts: the pre-started servers) keeps its own
     assert [r["starters"] for r in runs] == [1, 1]
+    assert "SIGTERM handler is not set" not in proc.stderr  # Ray's note about its thread: the run sets its own
