@@ -121,6 +121,33 @@ def _engine_pids(ids: list[str]) -> dict[int, str]:
     return out
 
 
+def _held_server_pids(live: list[Any], prestarted: Any) -> dict[int, str]:
+    """Each process of a pre-started server (vLLM's API server and engine core, an engine process) -> its title with
+    the replica that took it over (matched by port), so it counts as that replica's work and not as the node's other
+    work; the held replica has no Serve process of its own to charge it to."""
+    from urllib.parse import urlparse
+
+    from omnieval.perf._node_cpu import snapshot
+
+    if prestarted is None:
+        return {}
+    by_port = {urlparse(r.endpoint.base_url).port: r.replica_id for r in live if r.endpoint is not None}
+    roots = {int(s.server.proc.pid): by_port[s.server.port] for s in prestarted.servers
+             if s.server is not None and s.server.proc is not None and s.server.port in by_port}  # fmt: skip
+    if not roots:
+        return {}
+    procs, out = snapshot(), {}
+    for pid, p in procs.items():
+        q, seen = pid, set()
+        while q in procs and q not in seen:  # the nearest pre-started ancestor-or-self
+            if q in roots:
+                out[pid] = f"{p.title} [{roots[q]}]"
+                break
+            seen.add(q)
+            q = procs[q].ppid
+    return out
+
+
 def _run_federated(suite: SuiteConfig, bench_names: list[str], probe: Any, own_ray: bool) -> dict[str, Any]:
     import ray
 
@@ -150,6 +177,7 @@ def _run_federated(suite: SuiteConfig, bench_names: list[str], probe: Any, own_r
             live = ray.get(ctl.replicas.remote())
             ids = [r.replica_id for r in live]
             node_cpu.owners.update(_engine_pids(ids))
+            node_cpu.owners.update(_held_server_pids(live, res.prestarted))
             probed = probe(live) if probe is not None else None
         finally:
             ray.get(ctl.release.remote(res.manifest.run_id))

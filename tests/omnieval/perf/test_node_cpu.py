@@ -72,3 +72,34 @@ def test_a_busy_child_is_measured_and_charged_to_its_parent_once_it_ended() -> N
     total = w.run_total()
     assert total is not None and total["busy_core_s"] >= 1.0  # the node's own count saw the spin too
     assert total["groups"][0]["name"] == mine[0] and total["groups"][0]["core_s"] == pytest.approx(1.5, abs=0.4)
+
+
+def test_a_pre_started_servers_processes_are_its_replicas_not_the_nodes_other_work() -> None:
+    """A held replica's server (here a process and the child it started, as vLLM's API server starts its engine
+    core) was started by the driver: each of its processes is charged to the replica that took it over, matched by
+    the server's port, so the replica's "other work" no longer lists its own engine."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace as NS
+
+    from omnieval.perf._federated import _held_server_pids
+    from omnieval.perf._node_cpu import others
+
+    server = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                               "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                               "print(c.pid, flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert server.stdout is not None
+        kids = [int(server.stdout.readline())]  # its child is running
+        held = NS(servers=[NS(server=NS(proc=NS(pid=server.pid), port=8123)), NS(server=None)])
+        live = [NS(replica_id="vlm-r1", endpoint=NS(base_url="http://127.0.0.1:8123/v1")),
+                NS(replica_id="alm-r2", endpoint=NS(base_url="http://127.0.0.1:9000")), NS(replica_id="x", endpoint=None)]  # fmt: skip
+        got = _held_server_pids(live, held)
+        assert set(got) == {server.pid, *kids}
+        assert all(v.endswith(" [vlm-r1]") for v in got.values())
+        groups = {got[server.pid]: 0.5, got[kids[0]]: 1.2, "ray::EvalClient": 0.1}
+        assert [o["name"] for o in others(groups, "vlm-r1")] == ["ray::EvalClient"]
+        assert _held_server_pids(live, None) == {} and _held_server_pids([], held) == {}
+    finally:
+        server.kill()
+        server.wait()
