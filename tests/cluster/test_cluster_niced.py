@@ -27,8 +27,8 @@ class Probe:
         return nice(0)
 
 out = []
-for _ in range(2):  # a second start reuses the starter thread
-    got = connect(RayConfig(num_cpus=1), niceness=7)
+for how in ("argument", "config"):  # a second start reuses the starter thread; a suite's own ray.niceness
+    got = connect(RayConfig(num_cpus=1), niceness=7) if how == "argument" else connect(RayConfig(num_cpus=1, niceness=7))
     p = Probe.remote()
     node = ray._private.worker._global_node
     gcs = node.all_processes["gcs_server"][0].process.pid

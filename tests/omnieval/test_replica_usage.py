@@ -50,3 +50,6 @@ def test_cpu_cores_over_the_window_from_the_replicas_first_sample() -> None:
     assert a.node_cpus == 2
     (c,) = summarize([_s(100.5, "c", 1, 0, 0, 0), _s(101.5, "c", 1, 0, 0, 0)], 100.0, 104.0)
     assert c.cpu_cores is None and c.node_busy_cores is None  # an external server: no CPU of its own to count
+    # the node's counter read a hair after the clock: 4.0016 core-s over 2 s on 2 CPUs is a node busy on both
+    (d,) = summarize([s(101.0, "d", 0.0, 600.0), s(103.0, "d", 1.0, 604.0016)], 100.0, 104.0)
+    assert d.node_busy_cores == 2.0
