@@ -75,17 +75,10 @@ def starts_local_ray(cfg: RayConfig | None = None) -> bool:
         return False
 
 
-def connect(cfg: RayConfig | None = None, *, log_to_driver: bool = False,
-            niceness: int | None = None) -> dict[str, Any]:  # fmt: skip
+def connect(cfg: RayConfig | None = None, *, log_to_driver: bool = False) -> dict[str, Any]:
     """Join ``cfg.address`` / ``RAY_ADDRESS`` (as under ``ray job submit``) or start a private local instance; the
-    suite's ``ray.runtime_env`` is added to the job's own (every actor of this driver inherits it).
-
-    ``niceness``: the private instance's processes (GCS, raylet, agents, every worker) start at it
-    (``cluster._niced``); None: ``cfg.niceness`` where it is a number, else 0 (``auto`` is the run's to resolve:
-    ``omnieval._prestart.ray_niceness``). A joined cluster keeps its own."""
+    suite's ``ray.runtime_env`` is added to the job's own (every actor of this driver inherits it)."""
     cfg = cfg or RayConfig()
-    if niceness is None:
-        niceness = cfg.niceness if isinstance(cfg.niceness, int) else 0
     if ray.is_initialized():
         return {"address": "existing", "started": False}
     address = cfg.address or os.environ.get("RAY_ADDRESS")
@@ -111,10 +104,5 @@ def connect(cfg: RayConfig | None = None, *, log_to_driver: bool = False,
     os.environ.setdefault("RAY_worker_niceness", "0")
     if gpu := detect_gpu_resources():  # declare free GPU memory so placement can check memory estimates
         kwargs["resources"] = gpu
-    if niceness > 0:
-        from cluster._niced import init_niced
-
-        init_niced(niceness, **kwargs)
-    else:
-        ray.init(**kwargs)
-    return {"address": "local", "started": True, "niceness": niceness}
+    ray.init(**kwargs)
+    return {"address": "local", "started": True}

@@ -71,27 +71,3 @@ def _launcher(m: ModelConfig) -> Any:
         return asyncio.run(engine.prestart())  # type: ignore[attr-defined]
 
     return make
-
-
-RAY_NICENESS_AUTO = 10
-"""``ray.niceness: auto`` when every needed model's server was pre-started: the clients' default niceness (``pool.client_nice``)."""
-
-
-def ray_niceness(suite: SuiteConfig, needed: set[str], prestarted: Any) -> int:
-    """The niceness a private local Ray starts at (``ray.niceness``). ``auto``: lower than the engines only when
-    every model the run needs has its servers pre-started by the driver, so no engine computes inside a Ray worker
-    (whose niceness it would share); measured on a 2-core AMD EPYC, the same-engine video run (26 four-frame
-    questions, transformers in a process of its own), two alternating pairs and then two more: 47.6, 46.4, 51.3,
-    47.1 s end to end at 10 against 56.5, 50.3, 48.2, 52.5 s at 0, the engine loaded in 7.8-9.2 s against
-    9.3-13.9 s beside Ray's start; the cross-engine suite (vLLM + the audio engine process), two pairs: 78.2, 78.6 s
-    against 85.8, 76.9 s, vLLM up at 34-35 s against 40-46 s."""
-    n = suite.ray.niceness
-    if n != "auto":
-        return int(n)
-    if prestarted is None:
-        return 0
-    from pool import is_inline
-
-    wanted = [m for m in suite.models if m.name in needed]
-    local = [m for m in wanted if m.source.kind != "endpoint"]
-    return RAY_NICENESS_AUTO if local and all(is_inline(m) for m in wanted) else 0

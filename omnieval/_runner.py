@@ -136,7 +136,7 @@ def run_suite(
                     defer_framework_check=True)  # fmt: skip
     suite, run_dir, manifest = plan.suite, plan.run_dir, plan.manifest
     inline = _start_inline(suite, run_dir)  # framework work that needs no Ray overlaps Ray's start and the deploy
-    from omnieval._prestart import prestart_engines, ray_niceness
+    from omnieval._prestart import prestart_engines
 
     # the engines' servers load while Ray starts; the replicas take them over
     needed = _needed_models(plan)
@@ -147,7 +147,7 @@ def run_suite(
     prestarted = prestart_engines(suite, needed, keep_pool=keep_pool and not prestart)
     t_ray = time.monotonic()
     try:
-        connected = connect(suite.ray, niceness=ray_niceness(suite, needed, prestarted))
+        connected = connect(suite.ray)
         suite = plan.suite = share_cores(suite, needed, keep_pool=keep_pool)  # a joined one-node cluster's too
         ray_start_s = time.monotonic() - t_ray
         t_check = time.monotonic()

@@ -521,12 +521,6 @@ class RayConfig(_Config):
     runtime_env: RuntimeEnvConfig = Field(default_factory=RuntimeEnvConfig)
     """Added to the Ray job's own runtime env (``ray job submit --runtime-env-json``), which every actor of the run
     gets too, engine replicas included."""
-    niceness: Annotated[int, Field(ge=0, le=19)] | Literal["auto"] = "auto"
-    """CPU niceness (0-19) of every process a private local Ray starts: its GCS, raylet and agents, and its workers
-    (the pool controller, clients, Serve replicas and the engine servers those start). ``auto``: 10 when the driver
-    pre-started the server of every model the run needs (``pool.prestart``), so on a CPU node the engines' loads
-    and work come before Ray's own start-up and control loops; 0 when an engine may run inside a Ray worker, which
-    must not yield to anything. A joined cluster keeps its own."""
 
 
 class CacheConfig(_Config):
