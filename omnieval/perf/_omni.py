@@ -297,6 +297,11 @@ def _median_run(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return ordered[(len(ordered) - 1) // 2]
 
 
+def _total_cpu(parts: list[Any]) -> float | None:
+    """The parts' CPU seconds summed; None when any part was not measured (a partial sum would read as less work)."""
+    return sum(float(x) for x in parts) if parts and None not in parts else None
+
+
 def _conventional_row(mode: str, c: dict[str, Any], rep: int, modality: dict[str, str]) -> dict[str, Any]:
     per: dict[str, dict[str, float]] = {}
     for j in c["jobs"]:
@@ -310,8 +315,7 @@ def _conventional_row(mode: str, c: dict[str, Any], rep: int, modality: dict[str
         if j.get("cpu_s") is not None:
             m["cpu_s"] = m.get("cpu_s", 0.0) + float(j["cpu_s"])
     tokens = sum(j["output_tokens"] for j in c["jobs"])
-    cpu = [j.get("cpu_s") for j in c["jobs"]]
-    cpu_s = sum(float(x) for x in cpu if x is not None) if cpu and None not in cpu else None
+    cpu_s = _total_cpu([j.get("cpu_s") for j in c["jobs"]])
     return {
         "mode": mode, "repeat": rep, "e2e_s": c["e2e_s"], "inference_s": c["inference_s"], "output_tokens": tokens,
         "cpu_s": cpu_s,
@@ -370,8 +374,7 @@ def _same_engine_row(suite: Any, rep: int, ray_init_s: float, modality: dict[str
         log(f"      {mod} ({', '.join(keys)}): end to end {sub['e2e_s']:.1f} s, inference {sub['inference_s']:.1f} s")
     per = {mod: {"e2e_s": r["e2e_s"], "inference_s": r["inference_s"], "output_tokens": r["output_tokens"],
                  "records": r["records"], "cpu_s": r.get("cpu_s")} for mod, r in runs.items()}  # fmt: skip
-    cpu = [r.get("cpu_s") for r in runs.values()]
-    cpu_s = sum(float(c) for c in cpu if c is not None) if cpu and None not in cpu else None
+    cpu_s = _total_cpu([r.get("cpu_s") for r in runs.values()])
     e2e, inf = sum(r["e2e_s"] for r in runs.values()), sum(r["inference_s"] for r in runs.values())
     tokens = sum(r["output_tokens"] for r in runs.values())
     if own_ray:
